@@ -1,0 +1,47 @@
+/**
+ * Parsing of `Authorization: Bearer <API_KEY>` (SPEC §5, RFC 6750 §2.1) and the `WWW-Authenticate`
+ * challenge of a 401 answer (RFC 6750 §3).
+ */
+
+/** What the Authorization header held. */
+export type BearerCredential =
+  | { kind: 'missing' }
+  | { kind: 'malformed' }
+  | { kind: 'token'; token: string };
+
+// RFC 6750 §2.1: credentials = "Bearer" 1*SP b64token; b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
+const BEARER = /^bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+const BEARER_SCHEME = /^bearer(?: |$)/i;
+
+/** Longest API key accepted before hashing; longer values are answered as invalid without hashing them. */
+export const MAX_API_KEY_LENGTH = 4096;
+
+/**
+ * Reads a bearer token from the Authorization header value(s). The scheme is case-insensitive.
+ *
+ * - no header, or a header with another scheme (e.g. `Basic`) → `missing` (RFC 6750 §3.1: no error code);
+ * - `Bearer` with an empty, malformed or over-long token, or several Authorization headers → `malformed`;
+ * - otherwise → the token.
+ */
+export function readBearerCredential(authorization: string | readonly string[] | undefined): BearerCredential {
+  if (authorization === undefined) return { kind: 'missing' };
+  if (typeof authorization !== 'string') {
+    return authorization.length === 0 ? { kind: 'missing' } : { kind: 'malformed' };
+  }
+  const value = authorization.trim();
+  if (!BEARER_SCHEME.test(value)) return { kind: 'missing' };
+  if (value.length > MAX_API_KEY_LENGTH + 16) return { kind: 'malformed' };
+  const match = BEARER.exec(value);
+  return match?.[1] ? { kind: 'token', token: match[1] } : { kind: 'malformed' };
+}
+
+/**
+ * The `WWW-Authenticate` value for a 401 answer (RFC 6750 §3): `Bearer realm="…"`, plus
+ * `error="invalid_token"` when a key was presented but is not valid. The key is never echoed.
+ */
+export function bearerChallenge(realm: string, presentedInvalidKey: boolean): string {
+  const quotedRealm = realm.replace(/[\\"]/g, '\\$&');
+  return presentedInvalidKey
+    ? `Bearer realm="${quotedRealm}", error="invalid_token", error_description="The API key is invalid"`
+    : `Bearer realm="${quotedRealm}"`;
+}

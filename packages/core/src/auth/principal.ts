@@ -1,0 +1,32 @@
+/** The account plans of SPEC §8. */
+export const PLAN_NAMES = ['free', 'pro', 'business', 'enterprise'] as const;
+/** One of the account plans of SPEC §8. */
+export type PlanName = (typeof PLAN_NAMES)[number];
+
+/** Requests allowed per minute and per day (SPEC §8 table). Both are whole numbers ≥ 0. */
+export interface PlanLimits {
+  requestsPerMinute: number;
+  requestsPerDay: number;
+}
+
+/**
+ * Who is calling: resolved from a valid API key by an {@link ApiKeyStore}.
+ *
+ * - `keyId`: a stable, non-secret identifier of the API key; rate-limit counters and bans are kept per key
+ *   (SPEC §8 rule 3 bans "the API key"). Never the key itself.
+ * - `accountId`: the account the key belongs to.
+ * - `plan`: the account's plan; selects the limits.
+ * - `limits`: custom limits; required in practice for `enterprise` ("custom" in SPEC §8), and also accepted
+ *   for other plans as an override.
+ */
+export interface Principal {
+  keyId: string;
+  accountId: string;
+  plan: PlanName;
+  limits?: PlanLimits;
+}
+
+/** True when `value` names a plan of SPEC §8. */
+export function isPlanName(value: string): value is PlanName {
+  return (PLAN_NAMES as readonly string[]).includes(value);
+}

@@ -1,0 +1,86 @@
+/**
+ * One error class, a closed set of error codes, one code → HTTP status map.
+ *
+ * Every error answer of the API has the Error body of SPEC §2 — exactly `{ code, message, status }` —
+ * and nothing else: no stack trace, no cause, no internals.
+ */
+
+/**
+ * The closed set of error codes and the HTTP status each one answers with (SPEC §7).
+ *
+ * - `validation_failed` 400: the body is JSON but not a valid NewCategory (SPEC §4.2 rule 1).
+ * - `invalid_json` 400: the body is empty, not valid UTF-8, or not valid JSON (SPEC §7).
+ * - `invalid_content_type` 400: a body-carrying request without `Content-Type: application/json` (SPEC §7
+ *   puts a missing JSON content type under 400, so this is not 415).
+ * - `unauthorized` 401: the API key is missing or invalid (SPEC §5).
+ * - `not_found` 404: no operation at this path under the API prefix.
+ * - `method_not_allowed` 405: the path exists but not with this method; the answer carries `Allow`.
+ * - `payload_too_large` 413: the body is over the configured limit (default 1 MiB).
+ * - `rate_limited` 429: a rate-limit window is exhausted (SPEC §8 rule 1); carries `Retry-After`.
+ * - `temporarily_banned` 429: the key kept sending after being limited (SPEC §8 rule 3); carries `Retry-After`.
+ * - `internal_error` 500: an unexpected failure; the message never says more than that.
+ * - `storage_full` 507: the category store has reached its configured capacity; nothing was written.
+ */
+export const ERROR_STATUS = {
+  validation_failed: 400,
+  invalid_json: 400,
+  invalid_content_type: 400,
+  unauthorized: 401,
+  not_found: 404,
+  method_not_allowed: 405,
+  payload_too_large: 413,
+  rate_limited: 429,
+  temporarily_banned: 429,
+  internal_error: 500,
+  storage_full: 507,
+} as const satisfies Record<string, number>;
+
+/** One of the closed set of error codes; see {@link ERROR_STATUS}. */
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+/** Every error code, in a stable order. */
+export const ERROR_CODES = Object.freeze(Object.keys(ERROR_STATUS) as ErrorCode[]);
+
+/** The Error body of SPEC §2: `code` (machine-readable), `message` (human-readable), `status` (HTTP status). */
+export interface ErrorBody {
+  code: ErrorCode;
+  message: string;
+  status: number;
+}
+
+/**
+ * The one error class of the library. Internal code throws it; public edges turn it into an Error body.
+ *
+ * Identify it with {@link isPetstoreError} (by `name` and `code`), not only `instanceof`: the ESM and CJS
+ * builds each carry their own copy of the class.
+ */
+export class PetstoreError extends Error {
+  override readonly name = 'PetstoreError';
+  /** The machine-readable code; its HTTP status is `ERROR_STATUS[code]`. */
+  readonly code: ErrorCode;
+  /** The HTTP status this error answers with. */
+  readonly status: number;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.status = ERROR_STATUS[code];
+  }
+
+  /** The Error body (SPEC §2) for this error. */
+  toBody(): ErrorBody {
+    return errorBody(this.code, this.message);
+  }
+}
+
+/** True for a {@link PetstoreError} from any copy of this library (ESM or CJS). */
+export function isPetstoreError(value: unknown): value is PetstoreError {
+  if (!(value instanceof Error) || value.name !== 'PetstoreError') return false;
+  const code = (value as { code?: unknown }).code;
+  return typeof code === 'string' && Object.hasOwn(ERROR_STATUS, code);
+}
+
+/** Builds the Error body of SPEC §2 for a code; `status` always comes from {@link ERROR_STATUS}. */
+export function errorBody(code: ErrorCode, message: string): ErrorBody {
+  return { code, message, status: ERROR_STATUS[code] };
+}

@@ -1,0 +1,69 @@
+/**
+ * The Fetch-API entry: `Request` → `Response`, without patching any global.
+ */
+import { errorBody } from '../errors.js';
+import type { Petstore } from './pipeline.js';
+import type { BodyReadResult, PetstoreRequestBody } from './types.js';
+
+/**
+ * Answers a Fetch `Request` through `petstore.handle`. Paths outside `petstore.basePath` get a 404 Error
+ * body (they are not part of the API, so they carry no rate-limit headers).
+ */
+export async function handleFetch(
+  petstore: Petstore,
+  request: Request,
+  clientAddress: string | undefined,
+): Promise<Response> {
+  const url = new URL(request.url);
+  const { basePath } = petstore;
+  const pathname = url.pathname;
+  if (basePath !== '' && pathname !== basePath && !pathname.startsWith(`${basePath}/`)) {
+    return new Response(JSON.stringify(errorBody('not_found', 'There is no operation at this path.')), {
+      status: 404,
+      headers: { 'content-type': 'application/json; charset=utf-8' },
+    });
+  }
+  const headers: Record<string, string> = {};
+  request.headers.forEach((value, name) => {
+    headers[name] = value;
+  });
+  const stream = request.body;
+  const body: PetstoreRequestBody =
+    stream === null ? { kind: 'none' } : { kind: 'stream', read: (limitBytes) => readWebStream(stream, limitBytes) };
+  const answer = await petstore.handle({
+    method: request.method,
+    path: pathname.slice(basePath.length) || '/',
+    headers,
+    body,
+    clientAddress,
+  });
+  return new Response(answer.body ?? null, { status: answer.status, headers: answer.headers });
+}
+
+/** Reads a web stream into bytes, stopping (and cancelling the stream) once more than `limitBytes` arrive. */
+export async function readWebStream(stream: ReadableStream<Uint8Array>, limitBytes: number): Promise<BodyReadResult> {
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
+      if (total > limitBytes) {
+        await reader.cancel().catch(() => undefined);
+        return { ok: false, reason: 'too_large' };
+      }
+      chunks.push(value);
+    }
+  } catch {
+    return { ok: false, reason: 'unreadable' };
+  }
+  const bytes = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return { ok: true, bytes };
+}

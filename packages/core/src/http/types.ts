@@ -1,0 +1,56 @@
+/**
+ * The transport-neutral request and response of the pipeline. Adapters translate their framework's request
+ * into a {@link PetstoreRequest} and write the {@link PetstoreResponse} back, and do nothing else.
+ */
+
+/** Header values by lowercase name, as Node's `IncomingHttpHeaders` holds them. */
+export type PetstoreHeaders = Readonly<Record<string, string | readonly string[] | undefined>>;
+
+/** The outcome of reading a streamed body with a limit. */
+export type BodyReadResult =
+  | { ok: true; bytes: Uint8Array }
+  | { ok: false; reason: 'too_large' | 'unreadable' };
+
+/**
+ * The request body as the adapter has it.
+ *
+ * - `none`: the request has no body.
+ * - `bytes`: the raw body (a string is taken as UTF-8 text).
+ * - `stream`: not read yet; the pipeline calls `read(limitBytes)` only when the operation takes a body, after
+ *   auth and rate limiting. `read` answers `too_large` as soon as more than `limitBytes` arrive.
+ * - `parsed`: the host already parsed JSON (e.g. Express's `express.json()`); the pipeline validates the value.
+ * - `unreadable`: the host's own body parser failed: `too_large` → 413, `malformed` → 400 `invalid_json`.
+ */
+export type PetstoreRequestBody =
+  | { kind: 'none' }
+  | { kind: 'bytes'; bytes: Uint8Array | string }
+  | { kind: 'stream'; read(limitBytes: number): Promise<BodyReadResult> }
+  | { kind: 'parsed'; value: unknown }
+  | { kind: 'unreadable'; reason: 'too_large' | 'malformed' };
+
+/**
+ * A plain HTTP request.
+ *
+ * - `method`: e.g. `GET` (case-insensitive).
+ * - `path`: the path below the API prefix, e.g. `/categories` for `/v1/categories`; a query string is ignored.
+ * - `headers`: by lowercase name.
+ * - `body`: see {@link PetstoreRequestBody}; default `none`.
+ * - `clientAddress`: the client's IP address, for the anonymous rate limit.
+ */
+export interface PetstoreRequest {
+  method: string;
+  path: string;
+  headers: PetstoreHeaders;
+  body?: PetstoreRequestBody;
+  clientAddress?: string | undefined;
+}
+
+/**
+ * A plain HTTP response: `status`, headers by lowercase name, and the body as JSON text (absent for HEAD).
+ * Every response carries `content-type: application/json; charset=utf-8` and the rate-limit headers.
+ */
+export interface PetstoreResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string | undefined;
+}

@@ -1,0 +1,24 @@
+/**
+ * @petstore/core — the framework-free core of the petstore categories API (SPEC §2–§9): schemas, errors,
+ * bearer auth, the rate-limit engine, storage contracts and the transport-neutral pipeline.
+ *
+ * @packageDocumentation
+ */
+export * from './errors.js';
+export * from './clock.js';
+export * from './schemas.js';
+export * from './auth/principal.js';
+export * from './auth/api-key.js';
+export * from './auth/bearer.js';
+export * from './rate-limit/types.js';
+export * from './rate-limit/fixed-window.js';
+export * from './rate-limit/plans.js';
+export * from './rate-limit/headers.js';
+export * from './rate-limit/client-address.js';
+export * from './rate-limit/engine.js';
+export * from './storage/category-store.js';
+export * from './http/types.js';
+export { DEFAULT_BODY_LIMIT_BYTES, assertJsonContentType, headerValue, readJsonBody } from './http/body.js';
+export { matchRoute, type OperationId, type RouteMatch } from './http/operations.js';
+export { createPetstore, type Petstore, type PetstoreOptions } from './http/pipeline.js';
+export { readWebStream } from './http/fetch.js';

@@ -1,0 +1,45 @@
+/**
+ * Helpers for adapters on Node's `http` server (Fastify, Express, plain `node:http`).
+ *
+ * @packageDocumentation
+ */
+import type { IncomingMessage } from 'node:http';
+import getRawBody from 'raw-body';
+import type { PetstoreRequestBody } from './http/types.js';
+
+/**
+ * The body of a Node request as a lazily read stream: the pipeline reads it only for operations that take a
+ * body, after auth and rate limiting, and stops at the limit (then answers 413).
+ *
+ * A request that announces no body (no `Transfer-Encoding`, and `Content-Length` absent or 0) is `none`.
+ * A stream that was already consumed, aborted, or whose length does not match `Content-Length` reads as
+ * `unreadable` (→ 400).
+ */
+export function nodeRequestBody(request: IncomingMessage): PetstoreRequestBody {
+  if (!nodeRequestHasBody(request)) return { kind: 'none' };
+  return {
+    kind: 'stream',
+    async read(limitBytes) {
+      try {
+        const bytes = await getRawBody(request, {
+          limit: limitBytes,
+          length: request.headers['content-length'],
+        });
+        return { ok: true, bytes };
+      } catch (error) {
+        const type = (error as { type?: unknown }).type;
+        return { ok: false, reason: type === 'entity.too.large' ? 'too_large' : 'unreadable' };
+      }
+    },
+  };
+}
+
+/**
+ * True when a Node request carries a body (RFC 9112 §6.3): a `Transfer-Encoding` header, or a
+ * `Content-Length` other than 0.
+ */
+export function nodeRequestHasBody(request: IncomingMessage): boolean {
+  if (request.headers['transfer-encoding'] !== undefined) return true;
+  const length = request.headers['content-length'];
+  return length !== undefined && length !== '0';
+}

@@ -1,0 +1,113 @@
+/**
+ * The rate-limit engine: picks the windows for a caller, asks the store to consume them atomically, and
+ * turns the outcome into headers (SPEC §8).
+ */
+import type { PlanLimits, PlanName, Principal } from '../auth/principal.js';
+import type { Clock } from '../clock.js';
+import { normalizeClientAddress } from './client-address.js';
+import { rateLimitHeaders, retryAfterSeconds } from './headers.js';
+import {
+  DEFAULT_ANONYMOUS_LIMITS,
+  DEFAULT_BAN_POLICY,
+  DEFAULT_PLAN_LIMITS,
+  assertPlanLimits,
+  limitsForPrincipal,
+  windowsForLimits,
+} from './plans.js';
+import type { BanPolicy, ConsumeResult, RateLimitStore } from './types.js';
+
+/** Options of {@link createRateLimiter}. */
+export interface RateLimiterOptions {
+  /** Store for callers with a valid API key (keys `key:<keyId>`). */
+  store: RateLimitStore;
+  /**
+   * Store for callers without a valid key (keys `anon:<address>`). Default: `store`. A separate store keeps
+   * a flood of anonymous addresses from evicting the counters of paying keys in a bounded memory store.
+   */
+  anonymousStore?: RateLimitStore;
+  /** Limits per plan; missing plans fall back to {@link DEFAULT_PLAN_LIMITS}. */
+  plans?: Partial<Record<PlanName, PlanLimits>>;
+  /** Limits per client address for callers without a valid key. Default {@link DEFAULT_ANONYMOUS_LIMITS}. */
+  anonymous?: PlanLimits;
+  /** Temporary ban policy, or `false` to turn bans off. Default {@link DEFAULT_BAN_POLICY}. */
+  ban?: BanPolicy | false;
+  /** Source of time (Unix epoch ms). */
+  clock: Clock;
+}
+
+/** Who a request is charged to: a principal (valid key), or a client address (no valid key). */
+export type RateLimitSubject = { principal: Principal } | { clientAddress: string | undefined };
+
+/**
+ * The engine's answer for one request.
+ *
+ * `headers`: lowercase header names → values, for every answer (SPEC §8). `retryAfterSeconds` is set when
+ * rejected. `result` is the store's raw outcome.
+ */
+export interface RateLimitDecision {
+  allowed: boolean;
+  reason: 'rate_limited' | 'banned' | undefined;
+  headers: Record<string, string>;
+  retryAfterSeconds: number | undefined;
+  result: ConsumeResult;
+}
+
+/** The rate-limit engine: `consume` charges one request for a subject. */
+export interface RateLimiter {
+  /**
+   * Charges one request to every window of the subject, all or nothing.
+   * @throws whatever the store throws (e.g. it is unreachable).
+   */
+  consume(subject: RateLimitSubject): Promise<RateLimitDecision>;
+}
+
+/**
+ * Creates the rate-limit engine.
+ * @throws TypeError on invalid limits or ban policy.
+ */
+export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
+  const planLimits = { ...DEFAULT_PLAN_LIMITS, ...options.plans };
+  for (const [plan, limits] of Object.entries(planLimits)) assertPlanLimits(limits, `plans.${plan}`);
+  const anonymousWindows = windowsForLimits(options.anonymous ?? DEFAULT_ANONYMOUS_LIMITS);
+  if (options.anonymous) assertPlanLimits(options.anonymous, 'anonymous');
+  const ban = options.ban === false ? undefined : (options.ban ?? DEFAULT_BAN_POLICY);
+  if (ban !== undefined) assertBanPolicy(ban);
+  const anonymousStore = options.anonymousStore ?? options.store;
+  const { clock, store } = options;
+
+  return {
+    async consume(subject) {
+      const nowMs = clock.now();
+      let result: ConsumeResult;
+      if ('principal' in subject) {
+        const limits = limitsForPrincipal(subject.principal, planLimits);
+        result = await store.consume(`key:${subject.principal.keyId}`, {
+          windows: windowsForLimits(limits),
+          nowMs,
+          ban,
+        });
+      } else {
+        result = await anonymousStore.consume(`anon:${normalizeClientAddress(subject.clientAddress)}`, {
+          windows: anonymousWindows,
+          nowMs,
+          ban,
+        });
+      }
+      return {
+        allowed: result.allowed,
+        reason: result.allowed ? undefined : result.reason,
+        headers: rateLimitHeaders(result),
+        retryAfterSeconds: retryAfterSeconds(result),
+        result,
+      };
+    },
+  };
+}
+
+function assertBanPolicy(ban: BanPolicy): void {
+  for (const [field, value] of Object.entries(ban)) {
+    if (!Number.isSafeInteger(value) || value < 1) {
+      throw new TypeError(`ban.${field} must be a whole number >= 1, got ${String(value)}`);
+    }
+  }
+}

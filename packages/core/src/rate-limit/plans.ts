@@ -1,0 +1,69 @@
+/**
+ * The plans of SPEC §8 and the windows they turn into.
+ */
+import type { PlanLimits, PlanName, Principal } from '../auth/principal.js';
+import type { BanPolicy, RateLimitWindow } from './types.js';
+
+/** One minute in milliseconds. */
+export const MINUTE_MS = 60_000;
+/** One day in milliseconds (24 h; Unix time has no leap seconds). */
+export const DAY_MS = 86_400_000;
+
+/**
+ * Limits per plan (SPEC §8 table). `enterprise` is "custom" in the spec: each enterprise key carries its
+ * own `limits`; an enterprise key without them gets the `enterprise` entry here, which by default equals
+ * Business.
+ */
+export const DEFAULT_PLAN_LIMITS: Readonly<Record<PlanName, Readonly<PlanLimits>>> = Object.freeze({
+  free: Object.freeze({ requestsPerMinute: 60, requestsPerDay: 1_000 }),
+  pro: Object.freeze({ requestsPerMinute: 300, requestsPerDay: 10_000 }),
+  business: Object.freeze({ requestsPerMinute: 1_000, requestsPerDay: 100_000 }),
+  enterprise: Object.freeze({ requestsPerMinute: 1_000, requestsPerDay: 100_000 }),
+});
+
+/**
+ * The anonymous policy: requests without a valid API key (401 answers included) are limited per client
+ * address, so key guessing is throttled. Default: 30 per minute and 500 per day per address.
+ */
+export const DEFAULT_ANONYMOUS_LIMITS: Readonly<PlanLimits> = Object.freeze({
+  requestsPerMinute: 30,
+  requestsPerDay: 500,
+});
+
+/**
+ * Default ban (SPEC §8 rule 3): 20 requests rejected with 429 within one minute ban the key (or anonymous
+ * address) for 15 minutes.
+ */
+export const DEFAULT_BAN_POLICY: Readonly<BanPolicy> = Object.freeze({
+  rejectedThreshold: 20,
+  intervalMs: MINUTE_MS,
+  durationMs: 15 * MINUTE_MS,
+});
+
+/** The two windows of a plan: `minute` (60,000 ms) and `day` (86,400,000 ms). */
+export function windowsForLimits(limits: PlanLimits): RateLimitWindow[] {
+  return [
+    { name: 'minute', limit: limits.requestsPerMinute, windowMs: MINUTE_MS },
+    { name: 'day', limit: limits.requestsPerDay, windowMs: DAY_MS },
+  ];
+}
+
+/** The limits that apply to a principal: its own `limits` when set, else its plan's entry in `planLimits`. */
+export function limitsForPrincipal(
+  principal: Principal,
+  planLimits: Readonly<Record<PlanName, Readonly<PlanLimits>>> = DEFAULT_PLAN_LIMITS,
+): PlanLimits {
+  return principal.limits ?? planLimits[principal.plan];
+}
+
+/**
+ * Checks limits from configuration.
+ * @throws TypeError when a limit is not a whole number ≥ 0.
+ */
+export function assertPlanLimits(limits: PlanLimits, what: string): void {
+  for (const [field, value] of Object.entries(limits)) {
+    if (!Number.isSafeInteger(value) || value < 0) {
+      throw new TypeError(`${what}: ${field} must be a whole number >= 0, got ${String(value)}`);
+    }
+  }
+}
