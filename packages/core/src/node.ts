@@ -4,6 +4,7 @@
  * @packageDocumentation
  */
 import type { IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
 import getRawBody from 'raw-body';
 import type { PetstoreRequestBody } from './http/types.js';
 
@@ -14,14 +15,18 @@ import type { PetstoreRequestBody } from './http/types.js';
  * A request that announces no body (no `Transfer-Encoding`, and `Content-Length` absent or 0) is `none`.
  * A stream that was already consumed, aborted, or whose length does not match `Content-Length` reads as
  * `unreadable` (→ 400).
+ *
+ * @param request the Node request (its headers decide whether there is a body)
+ * @param stream where to read the body from; default `request`. Fastify passes its (possibly transformed)
+ *   payload stream here.
  */
-export function nodeRequestBody(request: IncomingMessage): PetstoreRequestBody {
+export function nodeRequestBody(request: IncomingMessage, stream: Readable = request): PetstoreRequestBody {
   if (!nodeRequestHasBody(request)) return { kind: 'none' };
   return {
     kind: 'stream',
     async read(limitBytes) {
       try {
-        const bytes = await getRawBody(request, {
+        const bytes = await getRawBody(stream, {
           limit: limitBytes,
           length: request.headers['content-length'],
         });

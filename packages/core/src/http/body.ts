@@ -59,7 +59,10 @@ export async function readJsonBody(
     case 'parsed':
       return body.value;
     case 'unreadable':
-      if (body.reason === 'too_large') throw tooLarge(limitBytes);
+      // The host's own body parser refused the body; its limit may be lower than ours.
+      if (body.reason === 'too_large') {
+        throw new PetstoreError('payload_too_large', 'The request body is larger than the server accepts.');
+      }
       throw new PetstoreError('invalid_json', 'The request body is not valid JSON.');
     case 'none':
       throw emptyBody();

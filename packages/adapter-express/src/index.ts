@@ -1,0 +1,92 @@
+/**
+ * @petstore/adapter-express — serves the petstore categories API from an Express 5 app.
+ *
+ * ```ts
+ * app.use('/v1', petstoreExpress({ petstore: createPetstore({ ... }) }));
+ * ```
+ *
+ * It only translates between Express and `petstore.handle`; every rule lives in the core. It answers the
+ * same whether or not the host installed `express.json()` (or another body parser) before it, and Express's
+ * HTML error page never answers for its routes.
+ *
+ * @packageDocumentation
+ */
+import {
+  createPetstore,
+  type Petstore,
+  type PetstoreOptions,
+  type PetstoreRequestBody,
+  type PetstoreResponse,
+} from '@petstore/core';
+import { nodeRequestBody, nodeRequestHasBody } from '@petstore/core/node';
+import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
+
+/** Options of {@link petstoreExpress}: a ready `petstore` (from `createPetstore`), or the options to create one. */
+export type PetstoreExpressOptions = { petstore: Petstore } | PetstoreOptions;
+
+/**
+ * What {@link petstoreExpress} returns, for `app.use(prefix, …)`: the router serving the API, and an error
+ * middleware that answers — through the core — for requests whose body the host's own parser (e.g.
+ * `express.json()`) rejected before the router ran. Express skips routers while an error is pending, so
+ * that case needs the second element. Errors that are not body-parser errors are passed on to the host.
+ */
+export type PetstoreExpressHandlers = [router: Router, bodyParserErrors: ErrorRequestHandler];
+
+/** Creates the Express router of the API. Mount it with `app.use('/v1', petstoreExpress(...))` (SPEC §9). */
+export function petstoreExpress(options: PetstoreExpressOptions): PetstoreExpressHandlers {
+  const petstore = 'petstore' in options ? options.petstore : createPetstore(options);
+
+  const answer = async (request: Request, response: Response, body: PetstoreRequestBody) => {
+    const result = await petstore.handle({
+      method: request.method,
+      path: request.url,
+      headers: request.headers,
+      body,
+      clientAddress: request.ip,
+    });
+    send(response, result);
+  };
+
+  const router = Router();
+  router.use((request, response) => answer(request, response, requestBody(request)));
+
+  const bodyParserErrors: ErrorRequestHandler = (error, request, response, next) => {
+    const parserError = bodyParserError(error);
+    if (parserError === undefined || response.headersSent) {
+      next(error);
+      return;
+    }
+    answer(request, response, parserError).catch(next);
+  };
+
+  return [router, bodyParserErrors];
+}
+
+/** The body as the host left it: already parsed by a host body parser, or still to be read by the core. */
+function requestBody(request: Request): PetstoreRequestBody {
+  const parsed: unknown = request.body;
+  if (parsed === undefined) return nodeRequestBody(request);
+  // express.json() turns an empty body into {}; the core must see that there was no body at all.
+  if (!nodeRequestHasBody(request)) return { kind: 'none' };
+  if (typeof parsed === 'string' || parsed instanceof Uint8Array) return { kind: 'bytes', bytes: parsed };
+  return { kind: 'parsed', value: parsed };
+}
+
+/** A body-parser failure (http-errors with a `type` such as `entity.parse.failed`) as the core's body kind. */
+function bodyParserError(error: unknown): PetstoreRequestBody | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const { type, status, body } = error as { type?: unknown; status?: unknown; body?: unknown };
+  if (typeof type !== 'string' || typeof status !== 'number' || status < 400 || status > 499) return undefined;
+  if (type === 'entity.too.large') return { kind: 'unreadable', reason: 'too_large' };
+  // The parser keeps the raw text of a body it could not parse; the core judges it like any other body.
+  if (type === 'entity.parse.failed' && typeof body === 'string') return { kind: 'bytes', bytes: body };
+  return { kind: 'unreadable', reason: 'malformed' };
+}
+
+function send(response: Response, result: PetstoreResponse): void {
+  response.status(result.status);
+  for (const [name, value] of Object.entries(result.headers)) response.setHeader(name, value);
+  response.end(result.body);
+}
+
+export default petstoreExpress;

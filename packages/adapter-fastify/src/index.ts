@@ -1,0 +1,64 @@
+/**
+ * @petstore/adapter-fastify — mounts the petstore categories API on a Fastify 5 app.
+ *
+ * ```ts
+ * app.register(petstoreFastify, { prefix: '/v1', petstore: createPetstore({ ... }) });
+ * ```
+ *
+ * The plugin is encapsulated (no `fastify-plugin`): its content-type parser, not-found handler and error
+ * handler apply to its own routes only, and the host's parsers, hooks, error handler and routes are
+ * untouched. It only translates between Fastify and `petstore.handle`; every rule lives in the core.
+ *
+ * @packageDocumentation
+ */
+import { createPetstore, type Petstore, type PetstoreOptions, type PetstoreResponse } from '@petstore/core';
+import { nodeRequestBody } from '@petstore/core/node';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+
+/**
+ * Options of {@link petstoreFastify}: either a ready `petstore` (from `createPetstore`), or the options to
+ * create one. `prefix` is Fastify's own register option; when it is not given the API is mounted at `/v1`
+ * (SPEC §9).
+ */
+export type PetstoreFastifyOptions = ({ petstore: Petstore } | PetstoreOptions) & { prefix?: string };
+
+const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+/** The Fastify plugin. Register it with a `prefix` (default `/v1`). */
+export const petstoreFastify: FastifyPluginAsync<PetstoreFastifyOptions> = async (fastify, options) => {
+  const petstore = 'petstore' in options ? options.petstore : createPetstore(options);
+  const ownPrefix = options.prefix === undefined ? '/v1' : '';
+  const mountPath = fastify.prefix + ownPrefix;
+
+  // The core reads and parses bodies itself, so every adapter answers bad bodies identically.
+  fastify.removeAllContentTypeParsers();
+  fastify.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+
+  const toCore = (request: FastifyRequest, body = nodeRequestBody(request.raw, request.body as never)) => ({
+    method: request.method,
+    path: request.url.slice(mountPath.length) || '/',
+    headers: request.headers,
+    body,
+    clientAddress: request.ip,
+  });
+  const send = (reply: FastifyReply, answer: PetstoreResponse) =>
+    reply.code(answer.status).headers(answer.headers).send(answer.body);
+
+  const handler = async (request: FastifyRequest, reply: FastifyReply) =>
+    send(reply, await petstore.handle(toCore(request)));
+  for (const url of [`${ownPrefix}/*`, ownPrefix || '/']) {
+    fastify.route({ method: METHODS, url, handler, exposeHeadRoute: false });
+  }
+  fastify.setNotFoundHandler(handler);
+  // Fastify's own failures before the handler (e.g. its body checks) are answered by the core as well.
+  fastify.setErrorHandler(async (error, request, reply) =>
+    send(
+      reply,
+      await petstore.handle(
+        toCore(request, { kind: 'unreadable', reason: (error as { statusCode?: unknown }).statusCode === 413 ? 'too_large' : 'malformed' }),
+      ),
+    ),
+  );
+};
+
+export default petstoreFastify;

@@ -1,0 +1,32 @@
+/**
+ * An in-test {@link RateLimitStore}: a Map of states to which {@link decideConsume} is applied in one
+ * synchronous step, so concurrent calls are atomic per key. For this package's own tests only; not exported.
+ */
+import { decideConsume, type RateLimitState } from './fixed-window.js';
+import type { RateLimitStore } from './types.js';
+
+/** A {@link RateLimitStore} that also tells which keys it holds. */
+export interface TestRateLimitStore extends RateLimitStore {
+  /** Keys that currently hold (unexpired) state. */
+  keys(nowMs: number): string[];
+}
+
+/**
+ * Creates an empty in-memory store. A key's state is dropped once the decision's `expiresAtMs` is reached,
+ * so tests also catch an `expiresAtMs` that comes too early.
+ */
+export function testRateLimitStore(): TestRateLimitStore {
+  const entries = new Map<string, { state: RateLimitState; expiresAtMs: number }>();
+  return {
+    consume(key, request) {
+      const stored = entries.get(key);
+      const previous = stored !== undefined && request.nowMs < stored.expiresAtMs ? stored.state : undefined;
+      const decision = decideConsume(previous, request);
+      entries.set(key, { state: decision.state, expiresAtMs: decision.expiresAtMs });
+      return Promise.resolve(decision.result);
+    },
+    keys(nowMs) {
+      return [...entries].filter(([, entry]) => nowMs < entry.expiresAtMs).map(([key]) => key);
+    },
+  };
+}

@@ -1,0 +1,53 @@
+import { PetstoreError, type Category, type CategoryStore, type NewCategory } from '@petstore/core';
+import { LRUCache } from 'lru-cache';
+
+/** Options of {@link memoryCategoryStore}. */
+export interface MemoryCategoryStoreOptions {
+  /**
+   * Most categories held. A create beyond it is refused with `storage_full` (507) and writes nothing: a
+   * category is data, so it is never evicted. Default 10,000.
+   */
+  maxCategories?: number;
+}
+
+/** Default of {@link MemoryCategoryStoreOptions.maxCategories}. */
+export const DEFAULT_MAX_CATEGORIES = 10_000;
+
+/**
+ * A category store in process memory, bounded by `maxCategories`. Ids start at 1 and increase by 1 per
+ * create (a safe integer, the spec's int64). Records are frozen, so callers cannot alter stored data.
+ *
+ * @throws TypeError when `maxCategories` is not a whole number ≥ 1.
+ */
+export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): CategoryStore {
+  const maxCategories = options.maxCategories ?? DEFAULT_MAX_CATEGORIES;
+  if (!Number.isSafeInteger(maxCategories) || maxCategories < 1) {
+    throw new TypeError(`maxCategories must be a whole number >= 1, got ${String(maxCategories)}`);
+  }
+  // Only set() and rvalues() are used, never get(): recency order stays insertion order, i.e. id order.
+  const records = new LRUCache<number, Category>({ max: maxCategories });
+  let lastId = 0;
+  return {
+    async list() {
+      const categories: Category[] = [];
+      for (const category of records.rvalues()) if (category !== undefined) categories.push(category);
+      return categories;
+    },
+    async create(newCategory: NewCategory) {
+      if (records.size >= maxCategories) {
+        throw new PetstoreError(
+          'storage_full',
+          `The category store is full (${maxCategories} categories); nothing was created.`,
+        );
+      }
+      lastId += 1;
+      const category: Category = Object.freeze({
+        id: lastId,
+        name: newCategory.name,
+        ...(newCategory.description !== undefined ? { description: newCategory.description } : {}),
+      });
+      records.set(category.id, category);
+      return category;
+    },
+  };
+}

@@ -1,0 +1,60 @@
+import { decideConsume, type Clock, type RateLimitState, type RateLimitStore } from '@petstore/core';
+import { LRUCache } from 'lru-cache';
+
+/** Options of {@link memoryRateLimitStore}. */
+export interface MemoryRateLimitStoreOptions {
+  /**
+   * Most keys tracked at once; past it the least recently used key is dropped (its counters restart).
+   * Default 100,000 (about 30 MB of heap). Size it above the number of keys active within your longest
+   * window, and give anonymous callers their own store (`rateLimit.anonymousStore`) so a flood of addresses
+   * cannot evict the counters of real keys.
+   */
+  maxKeys?: number;
+  /**
+   * Clock for entry expiry; pass the same clock as the engine's when tests move time. Default: the
+   * process's monotonic clock.
+   */
+  clock?: Clock;
+}
+
+/** A {@link RateLimitStore} in this process's memory, with its current number of tracked keys. */
+export interface MemoryRateLimitStore extends RateLimitStore {
+  /** Keys currently held (expired entries may count until they are evicted or read). */
+  readonly size: number;
+}
+
+/** Default of {@link MemoryRateLimitStoreOptions.maxKeys}. */
+export const DEFAULT_MAX_KEYS = 100_000;
+
+/**
+ * A rate-limit store in process memory, on an LRU cache bounded by `maxKeys`.
+ *
+ * Each `consume` reads, decides (`decideConsume` from the core) and writes back in one synchronous step, so
+ * it is atomic per key within the process. Every entry expires when its last window (or ban) ends, via the
+ * cache's TTL: no timer per key, and no `setTimeout` limit on day- or month-long windows. State is per
+ * instance; several processes do not share it (use a networked store for that).
+ *
+ * @throws TypeError when `maxKeys` is not a whole number ≥ 1.
+ */
+export function memoryRateLimitStore(options: MemoryRateLimitStoreOptions = {}): MemoryRateLimitStore {
+  const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
+  if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
+    throw new TypeError(`maxKeys must be a whole number >= 1, got ${String(maxKeys)}`);
+  }
+  const cache = new LRUCache<string, RateLimitState>({
+    max: maxKeys,
+    ...(options.clock ? { perf: options.clock } : {}),
+  });
+  return {
+    get size() {
+      return cache.size;
+    },
+    async consume(key, request) {
+      const decision = decideConsume(cache.get(key), request);
+      const ttl = decision.expiresAtMs - request.nowMs;
+      if (ttl > 0) cache.set(key, decision.state, { ttl });
+      else cache.delete(key);
+      return decision.result;
+    },
+  };
+}
