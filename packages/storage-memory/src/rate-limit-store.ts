@@ -19,8 +19,13 @@ export interface MemoryRateLimitStoreOptions {
 
 /** A {@link RateLimitStore} in this process's memory, with its current number of tracked keys. */
 export interface MemoryRateLimitStore extends RateLimitStore {
-  /** Keys currently held (expired entries may count until they are evicted or read). */
+  /** Keys currently held (expired entries count until they are read, evicted or purged). */
   readonly size: number;
+  /**
+   * Drops every expired entry now and answers how many were dropped. Optional: expired entries are
+   * otherwise dropped when read or evicted, and never exceed `maxKeys`.
+   */
+  purgeExpired(): number;
 }
 
 /** Default of {@link MemoryRateLimitStoreOptions.maxKeys}. */
@@ -43,11 +48,18 @@ export function memoryRateLimitStore(options: MemoryRateLimitStoreOptions = {}):
   }
   const cache = new LRUCache<string, RateLimitState>({
     max: maxKeys,
+    // Read the clock on every expiry check instead of caching it behind a timer: no timers at all.
+    ttlResolution: 0,
     ...(options.clock ? { perf: options.clock } : {}),
   });
   return {
     get size() {
       return cache.size;
+    },
+    purgeExpired() {
+      const before = cache.size;
+      cache.purgeStale();
+      return before - cache.size;
     },
     async consume(key, request) {
       const decision = decideConsume(cache.get(key), request);

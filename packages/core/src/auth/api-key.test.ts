@@ -94,11 +94,16 @@ describe('staticApiKeys', () => {
   });
 
   it('never puts the key in an error message', () => {
-    expect(() =>
+    let message = '';
+    try {
       staticApiKeys([
         { key: 'do-not-print-me', plan: 'free' },
         { key: 'do-not-print-me', plan: 'free' },
-      ]),
-    ).toThrow(expect.objectContaining({ message: expect.not.stringContaining('do-not-print-me') }));
+      ]);
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).not.toBe('');
+    expect(message).not.toContain('do-not-print-me');
   });
 });

@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { parseApiKeys, readConfig, startupBanner } from './config.js';
+
+describe('example configuration', () => {
+  it('defaults to 127.0.0.1:3000 and creates a free demo key when PETSTORE_API_KEYS is unset', () => {
+    const config = readConfig({});
+    expect(config.port).toBe(3000);
+    expect(config.host).toBe('127.0.0.1');
+    expect(config.demoKey).toMatch(/^demo_[A-Za-z0-9_-]{24}$/);
+    expect(config.apiKeys).toEqual([{ key: config.demoKey, plan: 'free', accountId: 'demo' }]);
+    expect(readConfig({}).demoKey).not.toBe(config.demoKey);
+  });
+
+  it('reads key:plan pairs and enterprise custom limits', () => {
+    expect(parseApiKeys(' a:free, b:pro ,c:business,d:enterprise, e:enterprise:5000:900000 ,')).toEqual([
+      { key: 'a', plan: 'free' },
+      { key: 'b', plan: 'pro' },
+      { key: 'c', plan: 'business' },
+      { key: 'd', plan: 'enterprise' },
+      { key: 'e', plan: 'enterprise', limits: { requestsPerMinute: 5000, requestsPerDay: 900000 } },
+    ]);
+  });
+
+  it('rejects bad entries by position without echoing the key', () => {
+    expect(() => parseApiKeys('ok:free,s3cret:gold')).toThrow('PETSTORE_API_KEYS entry 2: plan must be one of');
+    expect(() => parseApiKeys('s3cret')).toThrow('entry 1: expected key:plan');
+    expect(() => parseApiKeys('s3cret:free:1:2')).toThrow('custom limits');
+    expect(() => parseApiKeys('s3cret:enterprise:x:2')).toThrow('custom limits');
+    try {
+      parseApiKeys('s3cret:gold');
+    } catch (error) {
+      expect(String(error)).not.toContain('s3cret');
+    }
+    expect(() => readConfig({ PORT: 'eighty' })).toThrow('PORT');
+  });
+
+  it('prints a ready-to-paste curl line for the demo key only', () => {
+    const demo = readConfig({});
+    expect(startupBanner(demo, 'http://127.0.0.1:3000', 'Fastify')).toContain(
+      `curl -i -H 'Authorization: Bearer ${demo.demoKey}' http://127.0.0.1:3000/v1/categories`,
+    );
+    const configured = readConfig({ PETSTORE_API_KEYS: 'topsecret:pro' });
+    expect(startupBanner(configured, 'http://127.0.0.1:3000', 'Express')).not.toContain('topsecret');
+  });
+});

@@ -1,0 +1,71 @@
+/**
+ * Configuration of the example servers, from the environment:
+ *
+ * - `PORT` (default 3000), `HOST` (default 127.0.0.1);
+ * - `PETSTORE_API_KEYS`: comma-separated `key:plan` pairs, plan one of free, pro, business, enterprise;
+ *   an enterprise key may carry its custom limits as `key:enterprise:<perMinute>:<perDay>`.
+ *   Without it, a random demo key on the free plan is created and printed.
+ */
+import { randomBytes } from 'node:crypto';
+import { isPlanName, type StaticApiKey } from '@petstore/core';
+
+export interface ExampleConfig {
+  port: number;
+  host: string;
+  apiKeys: StaticApiKey[];
+  /** The generated demo key, when `PETSTORE_API_KEYS` was not set. */
+  demoKey: string | undefined;
+}
+
+/**
+ * Reads the configuration. Error messages name the position of a bad entry, never the key itself.
+ * @throws Error on a bad `PORT` or `PETSTORE_API_KEYS`.
+ */
+export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig {
+  const port = env['PORT'] === undefined || env['PORT'] === '' ? 3000 : Number(env['PORT']);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new Error('PORT must be a port number (0-65535)');
+  const host = env['HOST'] || '127.0.0.1';
+  const keysText = env['PETSTORE_API_KEYS']?.trim();
+  if (!keysText) {
+    const demoKey = `demo_${randomBytes(18).toString('base64url')}`;
+    return { port, host, apiKeys: [{ key: demoKey, plan: 'free', accountId: 'demo' }], demoKey };
+  }
+  return { port, host, apiKeys: parseApiKeys(keysText), demoKey: undefined };
+}
+
+/**
+ * Parses `PETSTORE_API_KEYS`.
+ * @throws Error naming the entry's position when an entry is malformed.
+ */
+export function parseApiKeys(text: string): StaticApiKey[] {
+  const entries = text.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
+  return entries.map((entry, index) => {
+    const where = `PETSTORE_API_KEYS entry ${index + 1}`;
+    const [key, plan, perMinute, perDay, ...rest] = entry.split(':');
+    if (!key || plan === undefined || rest.length > 0) throw new Error(`${where}: expected key:plan`);
+    if (!isPlanName(plan)) throw new Error(`${where}: plan must be one of free, pro, business, enterprise`);
+    if (perMinute === undefined && perDay === undefined) return { key, plan };
+    const limits = { requestsPerMinute: Number(perMinute), requestsPerDay: Number(perDay) };
+    if (plan !== 'enterprise' || !Number.isSafeInteger(limits.requestsPerMinute) || !Number.isSafeInteger(limits.requestsPerDay)) {
+      throw new Error(`${where}: custom limits are written key:enterprise:<perMinute>:<perDay>`);
+    }
+    return { key, plan, limits };
+  });
+}
+
+/** What a server prints once listening: where, and for a demo key a ready-to-paste curl line. */
+export function startupBanner(config: ExampleConfig, url: string, framework: string): string {
+  const lines = [`petstore categories API (${framework}) listening on ${url}/v1`];
+  if (config.demoKey !== undefined) {
+    lines.push(
+      `PETSTORE_API_KEYS is not set, so a demo key on the free plan was created for this run:`,
+      `  ${config.demoKey}`,
+      `Try it:`,
+      `  curl -i -H 'Authorization: Bearer ${config.demoKey}' ${url}/v1/categories`,
+      `  curl -i -H 'Authorization: Bearer ${config.demoKey}' -H 'Content-Type: application/json' -d '{"name":"Dogs","description":"Canine breeds"}' ${url}/v1/categories`,
+    );
+  } else {
+    lines.push(`${config.apiKeys.length} API key(s) loaded from PETSTORE_API_KEYS.`);
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,23 @@
+/** The categories API mounted on an Express 5 app, next to a route of the host's own. */
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { petstoreExpress } from '@petstore/adapter-express';
+import express from 'express';
+import { readConfig, startupBanner } from './config.js';
+import { examplePetstore } from './petstore.js';
+
+const config = readConfig();
+const app = express();
+app.get('/health', (_request, response) => {
+  response.json({ status: 'ok' });
+});
+app.use('/v1', petstoreExpress({ petstore: examplePetstore(config) }));
+
+const server = app.listen(config.port, config.host);
+await once(server, 'listening');
+const { port } = server.address() as AddressInfo;
+console.log(startupBanner(config, `http://${config.host}:${port}`, 'Express'));
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => server.close(() => process.exit(0)));
+}

@@ -1,0 +1,19 @@
+/** The categories API mounted on a Fastify 5 app, next to a route of the host's own. */
+import { petstoreFastify } from '@petstore/adapter-fastify';
+import Fastify from 'fastify';
+import { readConfig, startupBanner } from './config.js';
+import { examplePetstore } from './petstore.js';
+
+const config = readConfig();
+const app = Fastify();
+app.get('/health', async () => ({ status: 'ok' }));
+await app.register(petstoreFastify, { prefix: '/v1', petstore: examplePetstore(config) });
+
+await app.listen({ port: config.port, host: config.host });
+const address = app.server.address();
+const port = typeof address === 'object' && address !== null ? address.port : config.port;
+console.log(startupBanner(config, `http://${config.host}:${port}`, 'Fastify'));
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => void app.close().then(() => process.exit(0)));
+}

@@ -1,0 +1,280 @@
+import { describe, expect, it } from 'vitest';
+import type { PlanLimits, Principal } from '../auth/principal.js';
+import { fakeClock } from '../testing.js';
+import { createRateLimiter, type RateLimitDecision, type RateLimiter, type RateLimitSubject } from './engine.js';
+import { testRateLimitStore } from './test-store.js';
+
+const SECOND = 1_000;
+const MINUTE = 60_000;
+/** 2026-01-01T00:00:00Z. */
+const T0 = Date.UTC(2026, 0, 1);
+
+function principal(plan: Principal['plan'], limits?: PlanLimits, keyId = `key-${plan}`): { principal: Principal } {
+  return { principal: { keyId, accountId: `account-${keyId}`, plan, ...(limits ? { limits } : {}) } };
+}
+
+function setup(options: Partial<Parameters<typeof createRateLimiter>[0]> = {}) {
+  const clock = fakeClock(T0);
+  const store = testRateLimitStore();
+  const limiter = createRateLimiter({ store, clock, ...options });
+  return { clock, store, limiter };
+}
+
+/** Sends `count` requests one after the other; answers how many were admitted and the last decision. */
+async function send(limiter: RateLimiter, subject: RateLimitSubject, count: number) {
+  let admitted = 0;
+  let last: RateLimitDecision | undefined;
+  for (let i = 0; i < count; i++) {
+    last = await limiter.consume(subject);
+    if (last.allowed) admitted++;
+  }
+  if (last === undefined) throw new Error('send at least one request');
+  return { admitted, last };
+}
+
+function epochSeconds(epochMs: number): string {
+  return String(Math.ceil(epochMs / 1000));
+}
+
+describe('createRateLimiter: plans', () => {
+  it('admits exactly 60 requests a minute on the Free plan, then answers 429 headers', async () => {
+    const { clock, limiter } = setup();
+    const free = principal('free');
+    clock.advance(15 * SECOND);
+    const first = await limiter.consume(free);
+    expect(first).toMatchObject({ allowed: true, reason: undefined, retryAfterSeconds: undefined });
+    expect(first.headers).toEqual({
+      'x-ratelimit-limit': '60',
+      'x-ratelimit-remaining': '59',
+      'x-ratelimit-reset': epochSeconds(T0 + MINUTE),
+    });
+    expect((await send(limiter, free, 59)).admitted).toBe(59);
+
+    const rejected = await limiter.consume(free);
+    expect(rejected).toMatchObject({ allowed: false, reason: 'rate_limited', retryAfterSeconds: 45 });
+    expect(rejected.headers).toEqual({
+      'x-ratelimit-limit': '60',
+      'x-ratelimit-remaining': '0',
+      'x-ratelimit-reset': epochSeconds(T0 + MINUTE),
+      'retry-after': '45',
+    });
+  });
+
+  it('admits again when the minute rolls over', async () => {
+    const { clock, limiter } = setup();
+    const free = principal('free');
+    await send(limiter, free, 61);
+    clock.set(T0 + MINUTE - 1);
+    expect((await limiter.consume(free)).allowed).toBe(false);
+    clock.set(T0 + MINUTE);
+    const next = await limiter.consume(free);
+    expect(next.allowed).toBe(true);
+    expect(next.headers['x-ratelimit-remaining']).toBe('59');
+  });
+
+  it('shows the day window after 1,000 requests a day, with Retry-After until midnight UTC', async () => {
+    const { clock, limiter } = setup();
+    const free = principal('free');
+    clock.set(Date.UTC(2026, 0, 1, 10));
+    for (let minute = 0; minute < 20; minute++) {
+      expect((await send(limiter, free, 50)).admitted).toBe(50);
+      clock.advance(MINUTE);
+    }
+    const rejected = await limiter.consume(free);
+    const midnight = Date.UTC(2026, 0, 2);
+    const untilMidnightSeconds = (midnight - clock.now()) / 1000;
+    expect(rejected).toMatchObject({ allowed: false, reason: 'rate_limited', retryAfterSeconds: untilMidnightSeconds });
+    expect(rejected.headers).toEqual({
+      'x-ratelimit-limit': '1000',
+      'x-ratelimit-remaining': '0',
+      'x-ratelimit-reset': epochSeconds(midnight),
+      'retry-after': String(untilMidnightSeconds),
+    });
+    clock.set(midnight - 1);
+    expect((await limiter.consume(free)).allowed).toBe(false);
+    clock.set(midnight);
+    expect((await limiter.consume(free)).allowed).toBe(true);
+  });
+
+  it.each([
+    ['pro', 300],
+    ['business', 1000],
+  ] as const)('admits %s keys %i requests a minute', async (plan, perMinute) => {
+    const { limiter } = setup();
+    const subject = principal(plan);
+    const { admitted, last } = await send(limiter, subject, perMinute + 1);
+    expect(admitted).toBe(perMinute);
+    expect(last.headers['x-ratelimit-limit']).toBe(String(perMinute));
+  });
+
+  it.each([
+    ['pro', 10_000],
+    ['business', 100_000],
+  ] as const)('gives %s keys %i requests a day', async (plan, perDay) => {
+    const { limiter } = setup();
+    const first = await limiter.consume(principal(plan));
+    const day = first.result.windows.find((window) => window.name === 'day');
+    expect(day).toMatchObject({ limit: perDay, remaining: perDay - 1 });
+  });
+
+  it("applies an enterprise key's custom limits", async () => {
+    const { limiter } = setup();
+    const subject = principal('enterprise', { requestsPerMinute: 7, requestsPerDay: 50 });
+    const { admitted, last } = await send(limiter, subject, 8);
+    expect(admitted).toBe(7);
+    expect(last.headers['x-ratelimit-limit']).toBe('7');
+  });
+
+  it('gives an enterprise key without limits the enterprise default (Business), or the configured one', async () => {
+    expect((await send(setup().limiter, principal('enterprise'), 1001)).admitted).toBe(1000);
+    const configured = setup({ plans: { enterprise: { requestsPerMinute: 5, requestsPerDay: 5 } } });
+    expect((await send(configured.limiter, principal('enterprise'), 6)).admitted).toBe(5);
+  });
+
+  it('lets configured plans replace the defaults', async () => {
+    const { limiter } = setup({ plans: { free: { requestsPerMinute: 2, requestsPerDay: 10 } } });
+    expect((await send(limiter, principal('free'), 3)).admitted).toBe(2);
+    expect((await send(limiter, principal('pro'), 3)).admitted).toBe(3);
+  });
+
+  it('counts each key separately', async () => {
+    const { limiter } = setup();
+    await send(limiter, principal('free', undefined, 'a'), 60);
+    expect((await limiter.consume(principal('free', undefined, 'a'))).allowed).toBe(false);
+    expect((await limiter.consume(principal('free', undefined, 'b'))).allowed).toBe(true);
+  });
+
+  it('admits exactly the remaining requests of a concurrent burst', async () => {
+    const { limiter } = setup();
+    const free = principal('free');
+    const decisions = await Promise.all(Array.from({ length: 100 }, () => limiter.consume(free)));
+    expect(decisions.filter((decision) => decision.allowed)).toHaveLength(60);
+  });
+});
+
+describe('createRateLimiter: anonymous callers', () => {
+  it('admits 30 requests a minute per client address by default', async () => {
+    const { limiter } = setup();
+    const { admitted, last } = await send(limiter, { clientAddress: '203.0.113.7' }, 31);
+    expect(admitted).toBe(30);
+    expect(last.headers['x-ratelimit-limit']).toBe('30');
+    expect((await limiter.consume({ clientAddress: '203.0.113.8' })).allowed).toBe(true);
+  });
+
+  it('applies configured anonymous limits', async () => {
+    const { limiter } = setup({ anonymous: { requestsPerMinute: 3, requestsPerDay: 100 } });
+    expect((await send(limiter, { clientAddress: '203.0.113.7' }, 4)).admitted).toBe(3);
+  });
+
+  it('counts an IPv4-mapped IPv6 address as the IPv4 address', async () => {
+    const { limiter } = setup();
+    await send(limiter, { clientAddress: '203.0.113.7' }, 15);
+    expect((await send(limiter, { clientAddress: '::ffff:203.0.113.7' }, 16)).admitted).toBe(15);
+  });
+
+  it('shares one counter across an IPv6 /64, and not across /64s', async () => {
+    const { limiter } = setup();
+    await send(limiter, { clientAddress: '2001:db8:1:2::1' }, 15);
+    expect((await send(limiter, { clientAddress: '2001:db8:1:2:ffff:ffff:ffff:fffe' }, 16)).admitted).toBe(15);
+    expect((await limiter.consume({ clientAddress: '2001:db8:1:3::1' })).allowed).toBe(true);
+  });
+
+  it("shares one 'unknown' counter among callers without a usable address", async () => {
+    const { store, limiter } = setup();
+    await send(limiter, { clientAddress: undefined }, 20);
+    expect((await send(limiter, { clientAddress: 'not-an-address' }, 11)).admitted).toBe(10);
+    expect(store.keys(T0)).toEqual(['anon:unknown']);
+  });
+
+  it('keeps anonymous callers in the separate anonymousStore when given', async () => {
+    const anonymousStore = testRateLimitStore();
+    const { store, limiter } = setup({ anonymousStore });
+    await limiter.consume({ clientAddress: '203.0.113.7' });
+    await limiter.consume(principal('free', undefined, 'k1'));
+    expect(anonymousStore.keys(T0)).toEqual(['anon:203.0.113.7']);
+    expect(store.keys(T0)).toEqual(['key:k1']);
+  });
+});
+
+describe('createRateLimiter: temporary ban', () => {
+  it('bans after 20 rejections in a minute, for 15 minutes, without charging', async () => {
+    const { clock, limiter } = setup();
+    const free = principal('free');
+    await send(limiter, free, 60);
+    clock.advance(30 * SECOND);
+    for (let i = 1; i <= 19; i++) expect((await limiter.consume(free)).reason).toBe('rate_limited');
+
+    const banned = await limiter.consume(free);
+    const banEndMs = T0 + 30 * SECOND + 15 * MINUTE;
+    expect(banned).toMatchObject({ allowed: false, reason: 'banned', retryAfterSeconds: 15 * 60 });
+    expect(banned.headers).toEqual({
+      'x-ratelimit-limit': '60',
+      'x-ratelimit-remaining': '0',
+      'x-ratelimit-reset': epochSeconds(banEndMs),
+      'retry-after': String(15 * 60),
+    });
+
+    clock.advance(5 * MINUTE); // a fresh minute, but still banned
+    const during = await limiter.consume(free);
+    expect(during).toMatchObject({ reason: 'banned', retryAfterSeconds: 10 * 60 });
+    clock.set(banEndMs - 1);
+    expect((await limiter.consume(free)).reason).toBe('banned');
+
+    clock.set(banEndMs);
+    const after = await limiter.consume(free);
+    expect(after.allowed).toBe(true);
+    expect(after.result.windows.find((window) => window.name === 'day')?.used).toBe(61);
+  });
+
+  it('bans anonymous callers too', async () => {
+    const { limiter } = setup();
+    const { last } = await send(limiter, { clientAddress: '198.51.100.1' }, 30 + 20);
+    expect(last.reason).toBe('banned');
+  });
+
+  it('never bans with ban: false', async () => {
+    const { clock, limiter } = setup({ ban: false });
+    const free = principal('free');
+    await send(limiter, free, 60);
+    for (let i = 0; i < 200; i++) expect((await limiter.consume(free)).reason).toBe('rate_limited');
+    clock.advance(MINUTE);
+    expect((await limiter.consume(free)).allowed).toBe(true);
+  });
+
+  it('applies a configured ban policy', async () => {
+    const { limiter } = setup({ ban: { rejectedThreshold: 2, intervalMs: MINUTE, durationMs: 2 * MINUTE } });
+    const subject = principal('enterprise', { requestsPerMinute: 1, requestsPerDay: 10 });
+    const { last } = await send(limiter, subject, 3);
+    expect(last).toMatchObject({ reason: 'banned', retryAfterSeconds: 120 });
+  });
+});
+
+describe('createRateLimiter: configuration', () => {
+  const clock = fakeClock(T0);
+  const store = testRateLimitStore();
+
+  it.each([-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '60' as unknown as number])(
+    'throws a TypeError for a plan limit of %s',
+    (value) => {
+      expect(() =>
+        createRateLimiter({ store, clock, plans: { pro: { requestsPerMinute: value, requestsPerDay: 10 } } }),
+      ).toThrow(TypeError);
+      expect(() =>
+        createRateLimiter({ store, clock, anonymous: { requestsPerMinute: 10, requestsPerDay: value } }),
+      ).toThrow(TypeError);
+    },
+  );
+
+  it.each([
+    { rejectedThreshold: 0, intervalMs: MINUTE, durationMs: MINUTE },
+    { rejectedThreshold: 5, intervalMs: 0, durationMs: MINUTE },
+    { rejectedThreshold: 5, intervalMs: MINUTE, durationMs: 1.5 },
+  ])('throws a TypeError for the ban policy %j', (ban) => {
+    expect(() => createRateLimiter({ store, clock, ban })).toThrow(TypeError);
+  });
+
+  it('accepts a limit of 0, which rejects every request', async () => {
+    const limiter = createRateLimiter({ store, clock, plans: { free: { requestsPerMinute: 0, requestsPerDay: 10 } } });
+    expect((await limiter.consume(principal('free'))).allowed).toBe(false);
+  });
+});

@@ -1,0 +1,43 @@
+import { isPetstoreError } from '@petstore/core';
+import { describe, expect, it } from 'vitest';
+import { memoryCategoryStore } from './category-store.js';
+
+describe('memoryCategoryStore', () => {
+  it('assigns increasing ids from 1 and lists in id order', async () => {
+    const store = memoryCategoryStore();
+    const dogs = await store.create({ name: 'Dogs', description: 'Canine breeds' });
+    const cats = await store.create({ name: 'Cats' });
+    expect(dogs).toEqual({ id: 1, name: 'Dogs', description: 'Canine breeds' });
+    expect(cats).toEqual({ id: 2, name: 'Cats' });
+    expect('description' in cats).toBe(false);
+    expect(await store.list()).toEqual([dogs, cats]);
+  });
+
+  it('gives distinct ids to parallel creates, all listed', async () => {
+    const store = memoryCategoryStore();
+    const created = await Promise.all(Array.from({ length: 250 }, (_, i) => store.create({ name: `c${i}` })));
+    expect(new Set(created.map((category) => category.id)).size).toBe(250);
+    expect((await store.list()).map((category) => category.id)).toEqual(
+      Array.from({ length: 250 }, (_, i) => i + 1),
+    );
+  });
+
+  it('refuses creates beyond maxCategories with storage_full and writes nothing', async () => {
+    const store = memoryCategoryStore({ maxCategories: 2 });
+    await store.create({ name: 'a' });
+    await store.create({ name: 'b' });
+    const failure = await store.create({ name: 'c' }).catch((error: unknown) => error);
+    expect(isPetstoreError(failure) && failure.code).toBe('storage_full');
+    expect((await store.list()).map((category) => category.name)).toEqual(['a', 'b']);
+    expect((await store.create({ name: 'd' }).catch(() => null))).toBeNull();
+  });
+
+  it('hands out records that cannot alter the store', async () => {
+    const store = memoryCategoryStore();
+    const created = await store.create({ name: 'Dogs' });
+    expect(() => {
+      (created as { name: string }).name = 'Wolves';
+    }).toThrow(TypeError);
+    expect((await store.list())[0]?.name).toBe('Dogs');
+  });
+});

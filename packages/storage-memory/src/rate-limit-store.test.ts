@@ -1,0 +1,106 @@
+import { DAY_MS, MINUTE_MS, createRateLimiter, type ConsumeRequest, type RateLimitWindow } from '@petstore/core';
+import { fakeClock } from '@petstore/core/testing';
+import { describe, expect, it } from 'vitest';
+import { memoryRateLimitStore } from './rate-limit-store.js';
+
+const START = Date.UTC(2026, 0, 1);
+const minuteAndDay = (perMinute: number, perDay: number): RateLimitWindow[] => [
+  { name: 'minute', limit: perMinute, windowMs: MINUTE_MS },
+  { name: 'day', limit: perDay, windowMs: DAY_MS },
+];
+const request = (windows: RateLimitWindow[], nowMs: number, ban?: ConsumeRequest['ban']): ConsumeRequest => ({
+  windows,
+  nowMs,
+  ban,
+});
+
+describe('memoryRateLimitStore', () => {
+  it('admits exactly the quota under a burst of parallel consumes', async () => {
+    const store = memoryRateLimitStore();
+    const results = await Promise.all(
+      Array.from({ length: 500 }, () => store.consume('key:a', request(minuteAndDay(60, 1000), START))),
+    );
+    expect(results.filter((result) => result.allowed)).toHaveLength(60);
+  });
+
+  it('charges several windows all or nothing and does not charge rejections', async () => {
+    const store = memoryRateLimitStore();
+    const windows = minuteAndDay(2, 3);
+    for (let i = 0; i < 5; i++) await store.consume('key:a', request(windows, START));
+    const nextMinute = await store.consume('key:a', request(windows, START + MINUTE_MS));
+    expect(nextMinute.allowed).toBe(true);
+    expect(nextMinute.windows.find((window) => window.name === 'day')?.used).toBe(3);
+    const dayFull = await store.consume('key:a', request(windows, START + 2 * MINUTE_MS));
+    expect(dayFull).toMatchObject({ allowed: false, reason: 'rate_limited' });
+    expect(dayFull.windows.find((window) => window.name === 'minute')?.used).toBe(0);
+  });
+
+  it('keeps keys apart', async () => {
+    const store = memoryRateLimitStore();
+    const windows = minuteAndDay(1, 10);
+    expect((await store.consume('key:a', request(windows, START))).allowed).toBe(true);
+    expect((await store.consume('key:a', request(windows, START))).allowed).toBe(false);
+    expect((await store.consume('key:b', request(windows, START))).allowed).toBe(true);
+  });
+
+  it('never tracks more than maxKeys under a flood of distinct keys', async () => {
+    const store = memoryRateLimitStore({ maxKeys: 1000 });
+    for (let i = 0; i < 20_000; i++) {
+      await store.consume(`anon:10.0.${i >> 8}.${i & 255}`, request(minuteAndDay(30, 500), START));
+      expect(store.size).toBeLessThanOrEqual(1000);
+    }
+    expect(store.size).toBe(1000);
+  });
+
+  it('lets an entry expire when its last window ends, also for day and 30-day windows', async () => {
+    const clock = fakeClock(START);
+    const store = memoryRateLimitStore({ clock });
+    const month: RateLimitWindow = { name: 'month', limit: 5, windowMs: 30 * DAY_MS };
+    await store.consume('key:month', request([month], clock.now()));
+    await store.consume('key:day', request(minuteAndDay(5, 5), clock.now()));
+    clock.advance(DAY_MS - 1);
+    expect(store.purgeExpired()).toBe(0);
+    clock.advance(2);
+    expect(store.purgeExpired()).toBe(1);
+    expect(store.size).toBe(1);
+    clock.advance(29 * DAY_MS);
+    expect(store.purgeExpired()).toBe(1);
+    expect(store.size).toBe(0);
+  });
+
+  it('counts a 30-day window across days', async () => {
+    const store = memoryRateLimitStore();
+    const month: RateLimitWindow = { name: 'month', limit: 2, windowMs: 30 * DAY_MS };
+    const monthStart = Math.floor(START / month.windowMs) * month.windowMs;
+    expect((await store.consume('key:m', request([month], monthStart))).allowed).toBe(true);
+    expect((await store.consume('key:m', request([month], monthStart + 10 * DAY_MS))).allowed).toBe(true);
+    const third = await store.consume('key:m', request([month], monthStart + 20 * DAY_MS));
+    expect(third.allowed).toBe(false);
+    expect(third.windows[0]?.resetAtMs).toBe(monthStart + 30 * DAY_MS);
+    expect((await store.consume('key:m', request([month], monthStart + 30 * DAY_MS))).allowed).toBe(true);
+  });
+
+  it('keeps a ban while it lasts, then forgets it', async () => {
+    const clock = fakeClock(START);
+    const store = memoryRateLimitStore({ clock });
+    const limiter = createRateLimiter({
+      store,
+      clock,
+      ban: { rejectedThreshold: 3, intervalMs: MINUTE_MS, durationMs: 10 * MINUTE_MS },
+    });
+    const principal = { keyId: 'k', accountId: 'a', plan: 'enterprise' as const, limits: { requestsPerMinute: 1, requestsPerDay: 100 } };
+    expect((await limiter.consume({ principal })).allowed).toBe(true);
+    const reasons = [];
+    for (let i = 0; i < 3; i++) reasons.push((await limiter.consume({ principal })).reason);
+    expect(reasons).toEqual(['rate_limited', 'rate_limited', 'banned']);
+    clock.advance(5 * MINUTE_MS);
+    expect((await limiter.consume({ principal })).reason).toBe('banned');
+    clock.advance(5 * MINUTE_MS);
+    expect((await limiter.consume({ principal })).allowed).toBe(true);
+  });
+
+  it('rejects a maxKeys that is not a whole number >= 1', () => {
+    expect(() => memoryRateLimitStore({ maxKeys: 0 })).toThrow(TypeError);
+    expect(() => memoryRateLimitStore({ maxKeys: 1.5 })).toThrow(TypeError);
+  });
+});
