@@ -24,11 +24,18 @@ export type PetstoreFastifyOptions = ({ petstore: Petstore } | PetstoreOptions) 
 
 const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
-/** The Fastify plugin. Register it with a `prefix` (default `/v1`). */
+/**
+ * The Fastify plugin. Register it with a `prefix`; without one it mounts itself at `/v1` (SPEC §9), in a
+ * context of its own so that its not-found handler covers `/v1` only.
+ */
 export const petstoreFastify: FastifyPluginAsync<PetstoreFastifyOptions> = async (fastify, options) => {
+  if (options.prefix === undefined) await fastify.register(mountPetstore, { ...options, prefix: '/v1' });
+  else await mountPetstore(fastify, options);
+};
+
+const mountPetstore: FastifyPluginAsync<PetstoreFastifyOptions> = async (fastify, options) => {
   const petstore = 'petstore' in options ? options.petstore : createPetstore(options);
-  const ownPrefix = options.prefix === undefined ? '/v1' : '';
-  const mountPath = fastify.prefix + ownPrefix;
+  const mountPath = fastify.prefix;
 
   // The core reads and parses bodies itself, so every adapter answers bad bodies identically.
   fastify.removeAllContentTypeParsers();
@@ -46,16 +53,18 @@ export const petstoreFastify: FastifyPluginAsync<PetstoreFastifyOptions> = async
 
   const handler = async (request: FastifyRequest, reply: FastifyReply) =>
     send(reply, await petstore.handle(toCore(request)));
-  for (const url of [`${ownPrefix}/*`, ownPrefix || '/']) {
-    fastify.route({ method: METHODS, url, handler, exposeHeadRoute: false });
-  }
+  for (const url of ['/*', '/']) fastify.route({ method: METHODS, url, handler, exposeHeadRoute: false });
+  // Methods Fastify has no route for (e.g. PROPFIND) still get the core's 404/405 answers.
   fastify.setNotFoundHandler(handler);
   // Fastify's own failures before the handler (e.g. its body checks) are answered by the core as well.
   fastify.setErrorHandler(async (error, request, reply) =>
     send(
       reply,
       await petstore.handle(
-        toCore(request, { kind: 'unreadable', reason: (error as { statusCode?: unknown }).statusCode === 413 ? 'too_large' : 'malformed' }),
+        toCore(request, {
+          kind: 'unreadable',
+          reason: (error as { statusCode?: unknown }).statusCode === 413 ? 'too_large' : 'malformed',
+        }),
       ),
     ),
   );

@@ -1,0 +1,87 @@
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { createPetstore, staticApiKeys } from '@petstore/core';
+import { fakeClock } from '@petstore/core/testing';
+import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
+import express, { type Express } from 'express';
+import { afterEach, describe, expect, it } from 'vitest';
+import { petstoreExpress } from './index.js';
+
+const auth = { authorization: 'Bearer test-key' };
+const closers: Array<() => void> = [];
+afterEach(() => {
+  for (const close of closers.splice(0)) close();
+});
+
+async function serve(app: Express): Promise<string> {
+  const server = app.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  closers.push(() => server.close());
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+const handlers = () =>
+  petstoreExpress({
+    apiKeys: staticApiKeys([{ key: 'test-key', plan: 'free' }]),
+    categories: memoryCategoryStore(),
+    rateLimit: { store: memoryRateLimitStore() },
+    clock: fakeClock(),
+  });
+
+describe('petstoreExpress', () => {
+  it('serves the API at whatever path it is mounted on', async () => {
+    const app = express();
+    app.use('/api/v1', handlers());
+    const base = await serve(app);
+    const answer = await fetch(`${base}/api/v1/categories`, { headers: auth });
+    expect(answer.status).toBe(200);
+    expect(answer.headers.get('x-ratelimit-limit')).toBe('60');
+  });
+
+  it("passes the host's own errors on to the host's error handler", async () => {
+    const app = express();
+    app.use('/v1', (_request, _response, next) => next(new Error('host middleware failed')));
+    app.use('/v1', handlers());
+    app.use(((error, _request, response, _next) => {
+      response.status(503).json({ host: (error as Error).message });
+    }) as express.ErrorRequestHandler);
+    const base = await serve(app);
+    const answer = await fetch(`${base}/v1/categories`, { headers: auth });
+    expect(answer.status).toBe(503);
+    expect(await answer.json()).toEqual({ host: 'host middleware failed' });
+  });
+
+  it("answers with the Error body when the host's express.json() rejects a body, never Express's HTML page", async () => {
+    const app = express();
+    app.use(express.json({ limit: '1kb' }));
+    app.use('/v1', handlers());
+    const base = await serve(app);
+    const post = (body: string) =>
+      fetch(`${base}/v1/categories`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body,
+      });
+    const broken = await post('{bad');
+    expect(broken.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(await broken.json()).toEqual({ code: 'invalid_json', message: expect.any(String), status: 400 });
+    const tooLarge = await post(JSON.stringify({ name: 'x', description: 'y'.repeat(5000) }));
+    expect(tooLarge.status).toBe(413);
+    expect(await tooLarge.json()).toMatchObject({ code: 'payload_too_large', status: 413 });
+    expect(tooLarge.headers.get('x-ratelimit-remaining')).toBe('58');
+  });
+
+  it("uses req.ip, so the host's trust proxy setting decides the anonymous client address", async () => {
+    const app = express();
+    app.set('trust proxy', true);
+    app.use('/v1', handlers());
+    const base = await serve(app);
+    const from = async (address: string) =>
+      (await fetch(`${base}/v1/categories`, { headers: { 'x-forwarded-for': address } })).headers.get(
+        'x-ratelimit-remaining',
+      );
+    expect(await from('198.51.100.1')).toBe('29');
+    expect(await from('198.51.100.1')).toBe('28');
+    expect(await from('198.51.100.2')).toBe('29');
+  });
+});

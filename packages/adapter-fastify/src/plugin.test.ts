@@ -1,0 +1,96 @@
+import { createPetstore, staticApiKeys, type Petstore } from '@petstore/core';
+import { fakeClock } from '@petstore/core/testing';
+import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
+import Fastify from 'fastify';
+import { describe, expect, it } from 'vitest';
+import { petstoreFastify } from './index.js';
+
+const auth = { authorization: 'Bearer test-key' };
+const newPetstore = (): Petstore =>
+  createPetstore({
+    apiKeys: staticApiKeys([{ key: 'test-key', plan: 'pro' }]),
+    categories: memoryCategoryStore(),
+    rateLimit: { store: memoryRateLimitStore() },
+    clock: fakeClock(),
+  });
+
+describe('petstoreFastify', () => {
+  it('mounts at /v1 when registered without a prefix', async () => {
+    const app = Fastify();
+    await app.register(petstoreFastify, { petstore: newPetstore() });
+    expect((await app.inject({ url: '/v1/categories', headers: auth })).statusCode).toBe(200);
+    // Outside /v1 the host's own not-found answer stands, not the API's Error body.
+    const outside = await app.inject({ url: '/categories', headers: auth });
+    expect(outside.statusCode).toBe(404);
+    expect(outside.json()).toMatchObject({ error: 'Not Found', statusCode: 404 });
+  });
+
+  it('mounts at the register prefix, also inside a prefixed parent', async () => {
+    const app = Fastify();
+    await app.register(
+      async (api) => {
+        await api.register(petstoreFastify, { prefix: '/v1', petstore: newPetstore() });
+      },
+      { prefix: '/pets-api' },
+    );
+    const answer = await app.inject({ url: '/pets-api/v1/categories', headers: auth });
+    expect(answer.statusCode).toBe(200);
+    expect(answer.headers['x-ratelimit-limit']).toBe('300');
+    expect((await app.inject({ url: '/pets-api/v1/nope', headers: auth })).json()).toMatchObject({ code: 'not_found' });
+  });
+
+  it("leaves the host's parsers, error handler, not-found handler and hooks untouched", async () => {
+    const app = Fastify();
+    app.setErrorHandler((_error, _request, reply) => reply.code(418).send({ host: 'error handler' }));
+    app.setNotFoundHandler((_request, reply) => reply.code(404).send({ host: 'not found' }));
+    let hostHookRuns = 0;
+    app.addHook('onRequest', async () => {
+      hostHookRuns += 1;
+    });
+    app.post('/echo', async (request) => request.body);
+    await app.register(petstoreFastify, { prefix: '/v1', petstore: newPetstore() });
+
+    const echoed = await app.inject({ method: 'POST', url: '/echo', payload: { a: 1 } });
+    expect(echoed.json()).toEqual({ a: 1 });
+    const broken = await app.inject({
+      method: 'POST',
+      url: '/echo',
+      headers: { 'content-type': 'application/json' },
+      payload: '{bad',
+    });
+    expect(broken.statusCode).toBe(418);
+    expect((await app.inject({ url: '/elsewhere' })).json()).toEqual({ host: 'not found' });
+
+    const ours = await app.inject({
+      method: 'POST',
+      url: '/v1/categories',
+      headers: { ...auth, 'content-type': 'application/json' },
+      payload: '{bad',
+    });
+    expect(ours.statusCode).toBe(400);
+    expect(ours.json()).toEqual({ code: 'invalid_json', message: expect.any(String), status: 400 });
+    expect(hostHookRuns).toBe(4);
+  });
+
+  it('passes the client address from request.ip (trustProxy honoured) to the anonymous limit', async () => {
+    const app = Fastify({ trustProxy: true });
+    await app.register(petstoreFastify, { prefix: '/v1', petstore: newPetstore() });
+    const from = (address: string) => app.inject({ url: '/v1/categories', headers: { 'x-forwarded-for': address } });
+    expect((await from('198.51.100.1')).headers['x-ratelimit-remaining']).toBe('29');
+    expect((await from('198.51.100.1')).headers['x-ratelimit-remaining']).toBe('28');
+    expect((await from('198.51.100.2')).headers['x-ratelimit-remaining']).toBe('29');
+  });
+
+  it('creates the petstore from options when no instance is given', async () => {
+    const app = Fastify();
+    await app.register(petstoreFastify, {
+      prefix: '/v1',
+      apiKeys: staticApiKeys([{ key: 'test-key', plan: 'free' }]),
+      categories: memoryCategoryStore(),
+      rateLimit: { store: memoryRateLimitStore() },
+    });
+    const created = await app.inject({ method: 'POST', url: '/v1/categories', headers: auth, payload: { name: 'Dogs' } });
+    expect(created.statusCode).toBe(201);
+    expect(created.json()).toEqual({ id: 1, name: 'Dogs' });
+  });
+});
