@@ -45,7 +45,11 @@ describe('PetstoreError', () => {
 
 describe('errorBody', () => {
   it('takes the status from the code', () => {
-    expect(errorBody('payload_too_large', 'Too big.')).toEqual({ code: 'payload_too_large', message: 'Too big.', status: 413 });
+    expect(errorBody('payload_too_large', 'Too big.')).toEqual({
+      code: 'payload_too_large',
+      message: 'Too big.',
+      status: 413,
+    });
     expect(Object.keys(errorBody('not_found', 'x'))).toEqual(['code', 'message', 'status']);
   });
 });

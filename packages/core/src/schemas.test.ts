@@ -38,7 +38,9 @@ describe('parseNewCategory', () => {
 
   it('accepts a name of exactly 100 characters and rejects 101', () => {
     expect(parseNewCategory({ name: 'a'.repeat(100) }).success).toBe(true);
-    expect(failureMessage(parseNewCategory({ name: 'a'.repeat(101) }))).toContain('name: must be at most 100 characters');
+    expect(failureMessage(parseNewCategory({ name: 'a'.repeat(101) }))).toContain(
+      'name: must be at most 100 characters',
+    );
   });
 
   it('counts the 100-character name limit after trimming', () => {
@@ -92,7 +94,7 @@ describe('parseNewCategory', () => {
     expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
   });
 
-  it.each(['constructor', 'toString', 'hasOwnProperty'])('rejects the inherited name %s as an unknown field', (field) => {
+  it.each(['constructor', 'toString', 'hasOwnProperty'])('rejects the inherited name %s as a field', (field) => {
     const body: unknown = JSON.parse(`{"name":"x","${field}":1}`);
     expect(failureMessage(parseNewCategory(body))).toContain(`${field}: is not a field of NewCategory`);
   });

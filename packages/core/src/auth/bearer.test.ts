@@ -33,6 +33,11 @@ describe('readBearerCredential', () => {
     expect(readBearerCredential(['Bearer abc', 'Bearer def'])).toEqual({ kind: 'malformed' });
   });
 
+  it('reads a one-element header array as that header', () => {
+    expect(readBearerCredential(['Bearer abc'])).toEqual({ kind: 'token', token: 'abc' });
+    expect(readBearerCredential(['Basic abc'])).toEqual({ kind: 'missing' });
+  });
+
   it('answers malformed for an over-long token', () => {
     expect(readBearerCredential(`Bearer ${'a'.repeat(MAX_API_KEY_LENGTH)}`).kind).toBe('token');
     expect(readBearerCredential(`Bearer ${'a'.repeat(MAX_API_KEY_LENGTH + 100)}`)).toEqual({ kind: 'malformed' });

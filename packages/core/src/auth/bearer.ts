@@ -20,15 +20,17 @@ export const MAX_API_KEY_LENGTH = 4096;
  * Reads a bearer token from the Authorization header value(s). The scheme is case-insensitive.
  *
  * - no header, or a header with another scheme (e.g. `Basic`) → `missing` (RFC 6750 §3.1: no error code);
- * - `Bearer` with an empty, malformed or over-long token, or several Authorization headers → `malformed`;
+ * - `Bearer` with an empty, malformed or over-long token, or several Authorization headers → `malformed`
+ *   (a one-element array is read as that one header);
  * - otherwise → the token.
  */
 export function readBearerCredential(authorization: string | readonly string[] | undefined): BearerCredential {
   if (authorization === undefined) return { kind: 'missing' };
   if (typeof authorization !== 'string') {
-    return authorization.length === 0 ? { kind: 'missing' } : { kind: 'malformed' };
+    if (authorization.length === 0) return { kind: 'missing' };
+    if (authorization.length > 1) return { kind: 'malformed' };
   }
-  const value = authorization.trim();
+  const value = (typeof authorization === 'string' ? authorization : (authorization[0] as string)).trim();
   if (!BEARER_SCHEME.test(value)) return { kind: 'missing' };
   if (value.length > MAX_API_KEY_LENGTH + 16) return { kind: 'malformed' };
   const match = BEARER.exec(value);

@@ -27,9 +27,17 @@ export async function handleFetch(
   request.headers.forEach((value, name) => {
     headers[name] = value;
   });
-  const stream = request.body;
+  // `request.body` is only touched when the pipeline reads the body. Touching it starts the body stream, and
+  // under Node-based Fetch servers an unread, started stream stalls the connection after an early answer
+  // (401, 413, 429 …), so keep-alive breaks.
   const body: PetstoreRequestBody =
-    stream === null ? { kind: 'none' } : { kind: 'stream', read: (limitBytes) => readWebStream(stream, limitBytes) };
+    request.method === 'GET' || request.method === 'HEAD'
+      ? { kind: 'none' }
+      : {
+          kind: 'stream',
+          read: (limitBytes) =>
+            request.body === null ? Promise.resolve({ ok: true, bytes: new Uint8Array(0) }) : readWebStream(request.body, limitBytes),
+        };
   const answer = await petstore.handle({
     method: request.method,
     path: pathname.slice(basePath.length) || '/',

@@ -16,7 +16,7 @@ import { hashApiKey, type ApiKeyStore } from '../auth/api-key.js';
 import { bearerChallenge, readBearerCredential } from '../auth/bearer.js';
 import type { Principal } from '../auth/principal.js';
 import { systemClock, type Clock } from '../clock.js';
-import { PetstoreError, errorBody, isPetstoreError } from '../errors.js';
+import { ERROR_STATUS, PetstoreError, errorBody, isPetstoreError } from '../errors.js';
 import { createRateLimiter, type RateLimiterOptions } from '../rate-limit/engine.js';
 import { parseNewCategory } from '../schemas.js';
 import type { CategoryStore } from '../storage/category-store.js';
@@ -114,7 +114,9 @@ export function createPetstore(options: PetstoreOptions): Petstore {
       headers,
       body: request.method.toUpperCase() === 'HEAD' ? undefined : JSON.stringify(body),
     });
-    const fail = (error: PetstoreError) => respond(error.status, error.toBody());
+    // By code, not through the instance: a PetstoreError from another copy of the library (or a look-alike
+    // that isPetstoreError accepts) may lack `toBody` or carry another `status`.
+    const fail = (error: PetstoreError) => respond(ERROR_STATUS[error.code], errorBody(error.code, error.message));
     try {
       const { principal, presented } = await authenticate(request);
       const decision = await limiter.consume(principal ? { principal } : { clientAddress: request.clientAddress });
@@ -163,7 +165,11 @@ export function createPetstore(options: PetstoreOptions): Petstore {
       return respond(status, body);
     } catch (error) {
       if (isPetstoreError(error)) return fail(error);
-      onInternalError(error);
+      try {
+        onInternalError(error);
+      } catch {
+        // A failing error reporter must not turn the 500 answer into a thrown error.
+      }
       return respond(500, errorBody('internal_error', 'The server failed to answer this request.'));
     }
   }

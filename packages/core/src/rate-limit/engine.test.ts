@@ -3,6 +3,7 @@ import type { PlanLimits, Principal } from '../auth/principal.js';
 import { fakeClock } from '../testing.js';
 import { createRateLimiter, type RateLimitDecision, type RateLimiter, type RateLimitSubject } from './engine.js';
 import { testRateLimitStore } from './test-store.js';
+import type { BanPolicy } from './types.js';
 
 const SECOND = 1_000;
 const MINUTE = 60_000;
@@ -271,6 +272,25 @@ describe('createRateLimiter: configuration', () => {
     { rejectedThreshold: 5, intervalMs: MINUTE, durationMs: 1.5 },
   ])('throws a TypeError for the ban policy %j', (ban) => {
     expect(() => createRateLimiter({ store, clock, ban })).toThrow(TypeError);
+  });
+
+  it('throws a TypeError for limits or a ban policy with a missing field', () => {
+    const minuteOnly = { requestsPerMinute: 10 } as PlanLimits;
+    expect(() => createRateLimiter({ store, clock, plans: { free: minuteOnly } })).toThrow(TypeError);
+    expect(() => createRateLimiter({ store, clock, anonymous: minuteOnly })).toThrow(TypeError);
+    const thresholdOnly = { rejectedThreshold: 2 } as BanPolicy;
+    expect(() => createRateLimiter({ store, clock, ban: thresholdOnly })).toThrow(TypeError);
+  });
+
+  it("fails closed on a principal's invalid custom limits instead of leaving a window unlimited", async () => {
+    const limiter = createRateLimiter({ store, clock });
+    for (const limits of [
+      { requestsPerMinute: 10 } as PlanLimits,
+      { requestsPerMinute: Number.NaN, requestsPerDay: 10 },
+      { requestsPerMinute: 10, requestsPerDay: -1 },
+    ]) {
+      await expect(limiter.consume(principal('enterprise', limits))).rejects.toThrow(TypeError);
+    }
   });
 
   it('accepts a limit of 0, which rejects every request', async () => {

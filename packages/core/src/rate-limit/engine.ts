@@ -56,7 +56,8 @@ export interface RateLimitDecision {
 export interface RateLimiter {
   /**
    * Charges one request to every window of the subject, all or nothing.
-   * @throws whatever the store throws (e.g. it is unreachable).
+   * @throws whatever the store throws (e.g. it is unreachable); TypeError when the principal carries invalid
+   *   custom `limits`.
    */
   consume(subject: RateLimitSubject): Promise<RateLimitDecision>;
 }
@@ -80,6 +81,9 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
       const nowMs = clock.now();
       let result: ConsumeResult;
       if ('principal' in subject) {
+        // Custom limits come from the ApiKeyStore at request time: checked here so a broken record fails
+        // closed (500) instead of leaving a window unlimited.
+        if (subject.principal.limits !== undefined) assertPlanLimits(subject.principal.limits, 'principal.limits');
         const limits = limitsForPrincipal(subject.principal, planLimits);
         result = await store.consume(`key:${subject.principal.keyId}`, {
           windows: windowsForLimits(limits),
@@ -105,7 +109,10 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
 }
 
 function assertBanPolicy(ban: BanPolicy): void {
-  for (const [field, value] of Object.entries(ban)) {
+  if (typeof ban !== 'object' || ban === null) throw new TypeError('ban must be an object or false');
+  // Named fields, not Object.entries: a missing field would otherwise pass and turn every decision into NaN.
+  for (const field of ['rejectedThreshold', 'intervalMs', 'durationMs'] as const) {
+    const value = ban[field];
     if (!Number.isSafeInteger(value) || value < 1) {
       throw new TypeError(`ban.${field} must be a whole number >= 1, got ${String(value)}`);
     }

@@ -228,6 +228,28 @@ describe('decideConsume: temporary ban', () => {
     expect(key.consume(end + 2, windows)).toMatchObject({ reason: 'banned', bannedUntilMs: end + 2 + 5 * MINUTE });
   });
 
+  it('counts rejections across admitted requests within one interval', () => {
+    const key = keyState(ban);
+    const windows = [{ name: 'ten-seconds', limit: 1, windowMs: 10 * SECOND }];
+    key.consume(T0, windows);
+    key.consume(T0 + 1, windows);
+    key.consume(T0 + 2, windows);
+    expect(key.consume(T0 + 10 * SECOND, windows).allowed).toBe(true);
+    expect(key.consume(T0 + 10 * SECOND + 1, windows)).toMatchObject({ reason: 'banned' });
+  });
+
+  it('starts counting from zero after a ban that ends within the same interval', () => {
+    const shortBan: BanPolicy = { rejectedThreshold: 3, intervalMs: 10 * MINUTE, durationMs: MINUTE };
+    const key = keyState(shortBan);
+    const windows = [day(1)];
+    key.consume(T0, windows);
+    for (let i = 1; i <= 3; i++) key.consume(T0 + i, windows);
+    const end = T0 + 3 + MINUTE;
+    expect(key.consume(end, windows)).toMatchObject({ reason: 'rate_limited' });
+    expect(key.consume(end + 1, windows)).toMatchObject({ reason: 'rate_limited' });
+    expect(key.consume(end + 2, windows)).toMatchObject({ reason: 'banned' });
+  });
+
   it('never bans when the ban policy is undefined', () => {
     const key = keyState(undefined);
     const windows = [minute(1)];

@@ -58,10 +58,13 @@ export function limitsForPrincipal(
 
 /**
  * Checks limits from configuration.
- * @throws TypeError when a limit is not a whole number ≥ 0.
+ * @throws TypeError when a limit is missing or not a whole number ≥ 0.
  */
 export function assertPlanLimits(limits: PlanLimits, what: string): void {
-  for (const [field, value] of Object.entries(limits)) {
+  if (typeof limits !== 'object' || limits === null) throw new TypeError(`${what} must be an object`);
+  // Named fields, not Object.entries: a missing field would otherwise pass and leave its window unlimited.
+  for (const field of ['requestsPerMinute', 'requestsPerDay'] as const) {
+    const value = limits[field];
     if (!Number.isSafeInteger(value) || value < 0) {
       throw new TypeError(`${what}: ${field} must be a whole number >= 0, got ${String(value)}`);
     }

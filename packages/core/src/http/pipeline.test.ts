@@ -1,0 +1,412 @@
+import { describe, expect, it, vi } from 'vitest';
+import { PetstoreError } from '../errors.js';
+import { testRateLimitStore } from '../rate-limit/test-store.js';
+import type { CategoryStore } from '../storage/category-store.js';
+import { FREE_KEY, ONE_PER_MINUTE_KEY, testPetstore } from './test-petstore.js';
+import type { PetstoreHeaders, PetstoreRequest, PetstoreRequestBody, PetstoreResponse } from './types.js';
+
+const AUTH = { authorization: `Bearer ${FREE_KEY}` };
+const JSON_HEADERS = { ...AUTH, 'content-type': 'application/json' };
+
+function get(headers: PetstoreHeaders = AUTH): PetstoreRequest {
+  return { method: 'GET', path: '/categories', headers, clientAddress: '203.0.113.7' };
+}
+
+function post(body: PetstoreRequestBody, headers: PetstoreHeaders = JSON_HEADERS): PetstoreRequest {
+  return { method: 'POST', path: '/categories', headers, body, clientAddress: '203.0.113.7' };
+}
+
+function json(text: string): PetstoreRequestBody {
+  return { kind: 'bytes', bytes: text };
+}
+
+function parse(response: PetstoreResponse): unknown {
+  if (response.body === undefined) throw new Error('the response has no body');
+  return JSON.parse(response.body) as unknown;
+}
+
+/** Asserts an Error answer (SPEC §2): exactly code, message and status, the status matching the HTTP status. */
+function expectError(response: PetstoreResponse, status: number, code: string): void {
+  expect(response.status).toBe(status);
+  expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
+  const body = parse(response) as Record<string, unknown>;
+  expect(Object.keys(body).sort()).toEqual(['code', 'message', 'status']);
+  expect(body).toMatchObject({ code, status });
+  expect(body['message']).toEqual(expect.any(String));
+  expect(body['message']).not.toBe('');
+}
+
+describe('listCategories', () => {
+  it('answers 200 with a JSON array and the rate-limit headers', async () => {
+    const { petstore } = testPetstore();
+    const response = await petstore.handle(get());
+    expect(response.status).toBe(200);
+    expect(parse(response)).toEqual([]);
+    expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(response.headers).toMatchObject({
+      'x-ratelimit-limit': '60',
+      'x-ratelimit-remaining': '59',
+      'x-ratelimit-reset': String(Date.UTC(2026, 0, 1, 0, 1) / 1000),
+    });
+    expect(response.headers['retry-after']).toBeUndefined();
+  });
+
+  it('ignores a query string', async () => {
+    const { petstore } = testPetstore();
+    expect((await petstore.handle({ ...get(), path: '/categories?page=2' })).status).toBe(200);
+  });
+
+  it('answers HEAD like GET without a body', async () => {
+    const { petstore } = testPetstore();
+    const response = await petstore.handle({ ...get(), method: 'HEAD' });
+    expect(response.status).toBe(200);
+    expect(response.body).toBeUndefined();
+    expect(response.headers['x-ratelimit-remaining']).toBe('59');
+  });
+});
+
+describe('createCategory', () => {
+  it('answers 201 with the created category, which is then listed', async () => {
+    const { petstore } = testPetstore();
+    const created = await petstore.handle(post(json('{"name":"  Dogs ","description":"Loyal"}')));
+    expect(created.status).toBe(201);
+    const category = parse(created) as { id: number };
+    expect(category).toEqual({ id: expect.any(Number), name: 'Dogs', description: 'Loyal' });
+    expect(Number.isSafeInteger(category.id) && category.id >= 1).toBe(true);
+    expect(created.headers['x-ratelimit-remaining']).toBe('59');
+
+    const second = parse(await petstore.handle(post(json('{"name":"Cats"}')))) as { id: number };
+    expect(second.id).toBeGreaterThan(category.id);
+    expect(parse(await petstore.handle(get()))).toEqual([
+      { id: category.id, name: 'Dogs', description: 'Loyal' },
+      { id: second.id, name: 'Cats' },
+    ]);
+  });
+
+  it('accepts a body as bytes, with a charset parameter in any case', async () => {
+    const { petstore } = testPetstore();
+    const bytes = new TextEncoder().encode('{"name":"Fish"}');
+    const response = await petstore.handle(
+      post({ kind: 'bytes', bytes }, { ...AUTH, 'content-type': 'Application/JSON; charset=UTF-8' }),
+    );
+    expect(response.status).toBe(201);
+  });
+
+  it('ignores a UTF-8 byte order mark', async () => {
+    const { petstore } = testPetstore();
+    expect((await petstore.handle(post(json('\uFEFF{"name":"Birds"}')))).status).toBe(201);
+  });
+
+  it.each([
+    ['no Content-Type', AUTH],
+    ['text/plain', { ...AUTH, 'content-type': 'text/plain' }],
+    ['a JSON look-alike', { ...AUTH, 'content-type': 'application/jsonx' }],
+    ['a malformed Content-Type', { ...AUTH, 'content-type': 'application/json; charset' }],
+  ])('answers 400 invalid_content_type for %s and creates nothing', async (_label, headers) => {
+    const { petstore, categories } = testPetstore();
+    expectError(await petstore.handle(post(json('{"name":"x"}'), headers)), 400, 'invalid_content_type');
+    expect(categories.records).toHaveLength(0);
+  });
+
+  it.each([
+    ['invalid JSON', json('{"name":')],
+    ['an empty body', json('')],
+    ['a whitespace body', json(' \n\t ')],
+    ['no body', { kind: 'none' } as const],
+    ['bytes that are not UTF-8', { kind: 'bytes', bytes: new Uint8Array([0x7b, 0xff, 0x7d]) } as const],
+    ['a body the host could not parse', { kind: 'unreadable', reason: 'malformed' } as const],
+  ])('answers 400 invalid_json for %s', async (_label, body) => {
+    const { petstore, categories } = testPetstore();
+    expectError(await petstore.handle(post(body)), 400, 'invalid_json');
+    expect(categories.records).toHaveLength(0);
+  });
+
+  it.each([
+    ['an array', '[{"name":"x"}]'],
+    ['a string', '"Dogs"'],
+    ['null', 'null'],
+    ['a missing name', '{"description":"no name"}'],
+    ['an id', '{"id":5,"name":"x"}'],
+    ['__proto__', '{"name":"x","__proto__":{"polluted":1}}'],
+  ])('answers 400 validation_failed for %s', async (_label, text) => {
+    const { petstore, categories } = testPetstore();
+    expectError(await petstore.handle(post(json(text))), 400, 'validation_failed');
+    expect(categories.records).toHaveLength(0);
+    expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
+  });
+
+  it('names the unknown field in the message', async () => {
+    const { petstore } = testPetstore();
+    const response = await petstore.handle(post(json('{"name":"x","colour":"red"}')));
+    expect((parse(response) as { message: string }).message).toContain('colour');
+  });
+
+  it('validates a body the host already parsed the same way', async () => {
+    const { petstore } = testPetstore();
+    const created = await petstore.handle(post({ kind: 'parsed', value: { name: ' Reptiles ' } }));
+    expect(created.status).toBe(201);
+    expect(parse(created)).toMatchObject({ name: 'Reptiles' });
+    expectError(await petstore.handle(post({ kind: 'parsed', value: [] })), 400, 'validation_failed');
+    expectError(await petstore.handle(post({ kind: 'parsed', value: { id: 1, name: 'x' } })), 400, 'validation_failed');
+  });
+
+  describe('body limit', () => {
+    const limit = 64;
+    const fits = `{"name":"${'a'.repeat(limit - 11)}"}`; // exactly 64 bytes
+    const tooBig = `{"name":"${'a'.repeat(limit - 10)}"}`; // 65 bytes
+
+    function streamOf(text: string) {
+      const bytes = new TextEncoder().encode(text);
+      const read = vi.fn(async (limitBytes: number) =>
+        bytes.byteLength > limitBytes ? ({ ok: false, reason: 'too_large' } as const) : ({ ok: true, bytes } as const),
+      );
+      return { body: { kind: 'stream', read } as const, read };
+    }
+
+    it('accepts a body of exactly the limit', async () => {
+      const { petstore } = testPetstore({ bodyLimitBytes: limit });
+      expect(new TextEncoder().encode(fits).byteLength).toBe(limit);
+      expect((await petstore.handle(post(json(fits)))).status).toBe(201);
+      expect((await petstore.handle(post(streamOf(fits).body))).status).toBe(201);
+    });
+
+    it('answers 413 payload_too_large for bytes over the limit', async () => {
+      const { petstore, categories } = testPetstore({ bodyLimitBytes: limit });
+      expectError(await petstore.handle(post(json(tooBig))), 413, 'payload_too_large');
+      expect(categories.records).toHaveLength(0);
+    });
+
+    it('counts bytes, not characters', async () => {
+      const { petstore } = testPetstore({ bodyLimitBytes: limit });
+      const multiByte = `{"name":"${'é'.repeat(30)}"}`; // 41 characters, 71 bytes
+      expectError(await petstore.handle(post(json(multiByte))), 413, 'payload_too_large');
+    });
+
+    it('answers 413 for a stream over the limit, reading it with the configured limit', async () => {
+      const { petstore } = testPetstore({ bodyLimitBytes: limit });
+      const { body, read } = streamOf(tooBig);
+      expectError(await petstore.handle(post(body)), 413, 'payload_too_large');
+      expect(read).toHaveBeenCalledWith(limit);
+    });
+
+    it('answers 413 when Content-Length announces too much, without reading the body', async () => {
+      const { petstore } = testPetstore({ bodyLimitBytes: limit });
+      const { body, read } = streamOf(fits);
+      const headers = { ...JSON_HEADERS, 'content-length': String(limit + 1) };
+      expectError(await petstore.handle(post(body, headers)), 413, 'payload_too_large');
+      expectError(await petstore.handle(post(json(fits), headers)), 413, 'payload_too_large');
+      expect(read).not.toHaveBeenCalled();
+    });
+
+    it('answers 413 when the host parser found the body too large', async () => {
+      const { petstore } = testPetstore();
+      expectError(await petstore.handle(post({ kind: 'unreadable', reason: 'too_large' })), 413, 'payload_too_large');
+    });
+
+    it('answers 400 invalid_json for a stream that breaks off', async () => {
+      const { petstore } = testPetstore();
+      const body: PetstoreRequestBody = { kind: 'stream', read: async () => ({ ok: false, reason: 'unreadable' }) };
+      expectError(await petstore.handle(post(body)), 400, 'invalid_json');
+    });
+
+    it('does not read the body of an unauthenticated request', async () => {
+      const { petstore } = testPetstore();
+      const { body, read } = streamOf(fits);
+      expectError(await petstore.handle(post(body, { 'content-type': 'application/json' })), 401, 'unauthorized');
+      expect(read).not.toHaveBeenCalled();
+    });
+  });
+});
+
+describe('authentication', () => {
+  it('answers 401 with a bare Bearer challenge when the key is missing', async () => {
+    const { petstore } = testPetstore();
+    const response = await petstore.handle(get({}));
+    expectError(response, 401, 'unauthorized');
+    expect(response.headers['www-authenticate']).toBe('Bearer realm="petstore"');
+  });
+
+  it('answers 401 with error="invalid_token" for an invalid key, never echoing it', async () => {
+    const { petstore } = testPetstore();
+    const wrongKey = 'wrong-key-7d1e55c9';
+    const response = await petstore.handle(get({ authorization: `Bearer ${wrongKey}` }));
+    expectError(response, 401, 'unauthorized');
+    expect(response.headers['www-authenticate']).toMatch(/^Bearer realm="petstore", error="invalid_token"/);
+    expect(JSON.stringify(response)).not.toContain(wrongKey);
+  });
+
+  it.each(['Bearer', 'Bearer a b', 'Basic Zm9vOmJhcg=='])('answers 401 for Authorization: %s', async (header) => {
+    const { petstore } = testPetstore();
+    expectError(await petstore.handle(get({ authorization: header })), 401, 'unauthorized');
+  });
+
+  it('never shows a valid key in a header or body', async () => {
+    const { petstore } = testPetstore();
+    const responses = [
+      await petstore.handle(get()),
+      await petstore.handle(post(json('{"name":"x"}'))),
+      await petstore.handle(post(json('{"name":"x","extra":1}'))),
+      await petstore.handle({ ...get(), path: '/nope' }),
+    ];
+    for (const response of responses) expect(JSON.stringify(response)).not.toContain(FREE_KEY);
+  });
+
+  it('uses the configured realm', async () => {
+    const { petstore } = testPetstore({ realm: 'pets "v1"' });
+    const response = await petstore.handle(get({}));
+    expect(response.headers['www-authenticate']).toBe('Bearer realm="pets \\"v1\\""');
+  });
+
+  it('creates nothing on 401', async () => {
+    const { petstore, categories } = testPetstore();
+    const body = json('{"name":"Dogs"}');
+    expectError(await petstore.handle(post(body, { 'content-type': 'application/json' })), 401, 'unauthorized');
+    const invalid = { 'content-type': 'application/json', authorization: 'Bearer not-a-key' };
+    expectError(await petstore.handle(post(body, invalid)), 401, 'unauthorized');
+    expect(categories.records).toHaveLength(0);
+  });
+
+  it('charges 401 answers to the anonymous policy and shows its headers', async () => {
+    const { petstore } = testPetstore();
+    const response = await petstore.handle(get({}));
+    expect(response.headers).toMatchObject({ 'x-ratelimit-limit': '30', 'x-ratelimit-remaining': '29' });
+    const second = await petstore.handle(get({ authorization: 'Bearer wrong' }));
+    expect(second.headers['x-ratelimit-remaining']).toBe('28');
+  });
+
+  it('limits key guessing per client address with 429', async () => {
+    const { petstore } = testPetstore();
+    for (let i = 0; i < 30; i++) await petstore.handle(get({ authorization: `Bearer guess-${i}` }));
+    const response = await petstore.handle(get({ authorization: 'Bearer guess-30' }));
+    expectError(response, 429, 'rate_limited');
+    expect(response.headers['www-authenticate']).toBeUndefined();
+  });
+});
+
+describe('routing', () => {
+  it.each(['/pets', '/categories/', '/categories/1', '/Categories', '/'])('answers 404 for %s', async (path) => {
+    const { petstore } = testPetstore();
+    const response = await petstore.handle({ ...get(), path });
+    expectError(response, 404, 'not_found');
+    expect(response.headers['x-ratelimit-limit']).toBe('60');
+  });
+
+  it.each(['DELETE', 'PUT', 'PATCH'])('answers %s /categories with 405 and Allow', async (method) => {
+    const { petstore } = testPetstore();
+    const response = await petstore.handle({ ...get(), method });
+    expectError(response, 405, 'method_not_allowed');
+    expect(response.headers['allow']).toBe('GET, HEAD, POST');
+  });
+
+  it('accepts the method in any case', async () => {
+    const { petstore } = testPetstore();
+    expect((await petstore.handle({ ...get(), method: 'get' })).status).toBe(200);
+  });
+});
+
+describe('rate limiting', () => {
+  it('answers 429 rate_limited with Retry-After once the limit is used up', async () => {
+    const { petstore, clock } = testPetstore();
+    const auth = { authorization: `Bearer ${ONE_PER_MINUTE_KEY}` };
+    clock.advance(20_000);
+    expect((await petstore.handle(get(auth))).status).toBe(200);
+    const response = await petstore.handle(get(auth));
+    expectError(response, 429, 'rate_limited');
+    expect(response.headers).toMatchObject({ 'retry-after': '40', 'x-ratelimit-remaining': '0' });
+    clock.advance(40_000);
+    expect((await petstore.handle(get(auth))).status).toBe(200);
+  });
+
+  it('creates nothing when rate limited', async () => {
+    const { petstore, categories } = testPetstore();
+    const headers = { authorization: `Bearer ${ONE_PER_MINUTE_KEY}`, 'content-type': 'application/json' };
+    await petstore.handle(post(json('{"name":"a"}'), headers));
+    expectError(await petstore.handle(post(json('{"name":"b"}'), headers)), 429, 'rate_limited');
+    expect(categories.records.map((category) => category.name)).toEqual(['a']);
+  });
+
+  it('answers 429 temporarily_banned once the key is banned', async () => {
+    const { petstore, clock } = testPetstore({
+      rateLimit: {
+        store: testRateLimitStore(),
+        ban: { rejectedThreshold: 2, intervalMs: 60_000, durationMs: 600_000 },
+      },
+    });
+    const auth = { authorization: `Bearer ${ONE_PER_MINUTE_KEY}` };
+    await petstore.handle(get(auth));
+    expectError(await petstore.handle(get(auth)), 429, 'rate_limited');
+    const banned = await petstore.handle(get(auth));
+    expectError(banned, 429, 'temporarily_banned');
+    expect(banned.headers).toMatchObject({ 'retry-after': '600', 'x-ratelimit-remaining': '0' });
+    clock.advance(600_000);
+    expect((await petstore.handle(get(auth))).status).toBe(200);
+  });
+});
+
+describe('failures', () => {
+  function failingStore(error: unknown): CategoryStore {
+    return { list: () => Promise.reject(error), create: () => Promise.reject(error) };
+  }
+
+  it('answers 500 internal_error without details when a store throws, and reports the error', async () => {
+    const error = new Error('connect ECONNREFUSED db.internal:5432 password=hunter2');
+    const { petstore, internalErrors } = testPetstore({ categories: failingStore(error) });
+    for (const request of [get(), post(json('{"name":"x"}'))]) {
+      const response = await petstore.handle(request);
+      expectError(response, 500, 'internal_error');
+      expect(response.body).not.toMatch(/ECONNREFUSED|hunter2|stack|\bat /);
+      expect(response.headers['x-ratelimit-limit']).toBe('60');
+    }
+    expect(internalErrors).toEqual([error, error]);
+  });
+
+  it('still answers 500 when the onInternalError reporter itself throws', async () => {
+    const { petstore } = testPetstore({
+      categories: failingStore(new Error('db down')),
+      onInternalError: () => {
+        throw new Error('logger down');
+      },
+    });
+    expectError(await petstore.handle(get()), 500, 'internal_error');
+  });
+
+  it('answers 500 when the rate-limit store fails', async () => {
+    const error = new Error('redis down');
+    const { petstore, internalErrors } = testPetstore({
+      rateLimit: { store: { consume: () => Promise.reject(error) } },
+    });
+    expectError(await petstore.handle(get()), 500, 'internal_error');
+    expect(internalErrors).toEqual([error]);
+  });
+
+  it("answers with a PetstoreError's own code and status", async () => {
+    const { petstore, internalErrors } = testPetstore({
+      categories: failingStore(new PetstoreError('storage_full', 'The category store is full.')),
+    });
+    const response = await petstore.handle(post(json('{"name":"x"}')));
+    expectError(response, 507, 'storage_full');
+    expect(parse(response)).toEqual({ code: 'storage_full', message: 'The category store is full.', status: 507 });
+    expect(internalErrors).toEqual([]);
+  });
+
+  it('answers a PetstoreError from another copy of the library by its code', async () => {
+    const fromOtherCopy = Object.assign(new Error('The category store is full.'), {
+      name: 'PetstoreError',
+      code: 'storage_full',
+    });
+    const { petstore } = testPetstore({ categories: failingStore(fromOtherCopy) });
+    const response = await petstore.handle(post(json('{"name":"x"}')));
+    expect(parse(response)).toEqual({ code: 'storage_full', message: 'The category store is full.', status: 507 });
+    expect(response.status).toBe(507);
+  });
+});
+
+describe('options', () => {
+  it.each([0, -1, 1.5, Number.NaN])('rejects a bodyLimitBytes of %s', (bodyLimitBytes) => {
+    expect(() => testPetstore({ bodyLimitBytes })).toThrow(TypeError);
+  });
+
+  it.each(['v1', '/v1/', '/'])('rejects a basePath of %j', (basePath) => {
+    expect(() => testPetstore({ basePath })).toThrow(TypeError);
+  });
+});

@@ -1,0 +1,421 @@
+/**
+ * The HTTP contract of the petstore categories API (SPEC §4–§8): one list of cases, run against every
+ * server implementation of `servers.ts` over real sockets. Call it inside a `describe` block.
+ *
+ * Most cases share one server per implementation and use their own API key; cases that move the clock or
+ * use up the per-address anonymous quota start a server of their own.
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import {
+  call,
+  expectError,
+  expectJsonContentType,
+  expectRateLimitHeaders,
+  expectRateLimited,
+  intHeader,
+  jsonOf,
+  secondsToWindowEnd,
+  type Answer,
+} from './http-client.js';
+import { ANONYMOUS_LIMITS, API_KEYS, SMALL_LIMITS, type RunningServer, type ServerImpl } from './servers.js';
+
+const MINUTE_MS = 60_000;
+const DAY_MS = 86_400_000;
+const INVALID_KEY = 'not-a-valid-key-7Qx2Lp9Zr4';
+
+interface CategoryJson {
+  id: number;
+  name: string;
+  description?: string;
+}
+
+/** Registers the contract cases for one server implementation. */
+export function defineContractCases(impl: ServerImpl): void {
+  let server: RunningServer;
+  beforeAll(async () => {
+    server = await impl.start();
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  /** Runs `body` against a server of its own, closed afterwards. */
+  async function withOwnServer(body: (own: RunningServer) => Promise<void>): Promise<void> {
+    const own = await impl.start();
+    try {
+      await body(own);
+    } finally {
+      await own.close();
+    }
+  }
+
+  const list = async (apiKey: string = API_KEYS.general): Promise<CategoryJson[]> => {
+    const answer = await call(server, '/v1/categories', { apiKey });
+    expect(answer.status, answer.text).toBe(200);
+    return jsonOf(answer) as CategoryJson[];
+  };
+
+  // ---- listCategories (SPEC §4.1) and the rate-limit headers (SPEC §8) ----
+
+  it('GET /v1/categories answers 200 with a JSON array, the rate-limit headers, and remaining falling by one', async () => {
+    const remaining: number[] = [];
+    for (let i = 0; i < 3; i += 1) {
+      const answer = await call(server, '/v1/categories', { apiKey: API_KEYS.list });
+      expect(answer.status, answer.text).toBe(200);
+      expectJsonContentType(answer);
+      expect(Array.isArray(jsonOf(answer))).toBe(true);
+      const headers = expectRateLimitHeaders(answer, server);
+      expect(headers.limit).toBe(60); // free plan, the minute window binds
+      remaining.push(headers.remaining);
+    }
+    expect(remaining).toEqual([59, 58, 57]);
+  });
+
+  it('HEAD /v1/categories answers 200 with the headers and no body', async () => {
+    const answer = await call(server, '/v1/categories', { method: 'HEAD', apiKey: API_KEYS.general });
+    expect(answer.status).toBe(200);
+    expectJsonContentType(answer);
+    expectRateLimitHeaders(answer, server);
+    expect(answer.text).toBe('');
+  });
+
+  // ---- createCategory (SPEC §4.2) ----
+
+  it('POST /v1/categories creates: 201 {id, name}, description only when sent, then GET lists them', async () => {
+    const plain = await call(server, '/v1/categories', {
+      method: 'POST',
+      apiKey: API_KEYS.general,
+      json: { name: 'Birds' },
+    });
+    expect(plain.status, plain.text).toBe(201);
+    expectJsonContentType(plain);
+    expectRateLimitHeaders(plain, server);
+    const birds = jsonOf(plain) as CategoryJson;
+    expect(Object.keys(birds).sort()).toEqual(['id', 'name']);
+    expect(birds.name).toBe('Birds');
+    expect(Number.isSafeInteger(birds.id) && birds.id > 0).toBe(true);
+
+    const described = await call(server, '/v1/categories', {
+      method: 'POST',
+      apiKey: API_KEYS.general,
+      json: { name: 'Cats', description: 'Felines of every breed' },
+    });
+    expect(described.status, described.text).toBe(201);
+    const cats = jsonOf(described) as CategoryJson;
+    expect(Object.keys(cats).sort()).toEqual(['description', 'id', 'name']);
+    expect(cats).toMatchObject({ name: 'Cats', description: 'Felines of every breed' });
+    expect(Number.isSafeInteger(cats.id) && cats.id > 0).toBe(true);
+    expect(cats.id).not.toBe(birds.id);
+
+    const listed = await list();
+    expect(listed).toContainEqual(birds);
+    expect(listed).toContainEqual(cats);
+  });
+
+  it('accepts Content-Type: application/json; charset=utf-8 and a name of exactly 100 characters', async () => {
+    const name = 'n'.repeat(100);
+    const answer = await call(server, '/v1/categories', {
+      method: 'POST',
+      apiKey: API_KEYS.general,
+      headers: { 'content-type': 'application/json; charset=utf-8' },
+      body: JSON.stringify({ name }),
+    });
+    expect(answer.status, answer.text).toBe(201);
+    expect(jsonOf(answer)).toMatchObject({ name });
+  });
+
+  // ---- authentication (SPEC §5) ----
+
+  it('without Authorization answers 401 unauthorized with WWW-Authenticate: Bearer realm="petstore"', async () => {
+    const answer = await call(server, '/v1/categories');
+    expectError(answer, server, 401, 'unauthorized');
+    const challenge = answer.headers.get('www-authenticate');
+    expect(challenge).toBe('Bearer realm="petstore"');
+    expect(challenge).not.toContain('error=');
+  });
+
+  it('with an invalid key answers 401 with error="invalid_token" and never echoes the key', async () => {
+    const answer = await call(server, '/v1/categories', { apiKey: INVALID_KEY });
+    expectError(answer, server, 401, 'unauthorized');
+    const challenge = answer.headers.get('www-authenticate') ?? '';
+    expect(challenge).toMatch(/^Bearer realm="petstore"/);
+    expect(challenge).toContain('error="invalid_token"');
+    let everything = answer.text;
+    answer.headers.forEach((value, name) => {
+      everything += `\n${name}: ${value}`;
+    });
+    expect(everything).not.toContain(INVALID_KEY);
+  });
+
+  it('accepts the scheme in lower case: "bearer <key>"', async () => {
+    const answer = await call(server, '/v1/categories', { headers: { authorization: `bearer ${API_KEYS.auth}` } });
+    expect(answer.status, answer.text).toBe(200);
+    expect(Array.isArray(jsonOf(answer))).toBe(true);
+  });
+
+  it('answers 401 to another scheme (Basic)', async () => {
+    const basic = Buffer.from(`user:${API_KEYS.general}`).toString('base64');
+    const answer = await call(server, '/v1/categories', { headers: { authorization: `Basic ${basic}` } });
+    expectError(answer, server, 401, 'unauthorized');
+    expect(answer.headers.get('www-authenticate')).toMatch(/^Bearer realm="petstore"/);
+  });
+
+  it('creates nothing for a POST with an invalid key', async () => {
+    const before = await list();
+    const answer = await call(server, '/v1/categories', {
+      method: 'POST',
+      apiKey: INVALID_KEY,
+      json: { name: 'Sneaky' },
+    });
+    expectError(answer, server, 401, 'unauthorized');
+    const after = await list();
+    expect(after).toEqual(before);
+    expect(after.map((category) => category.name)).not.toContain('Sneaky');
+  });
+
+  // ---- request bodies of createCategory (SPEC §4.2 rule 1, SPEC §7) ----
+
+  const badBodies: Array<{
+    label: string;
+    status: number;
+    code: string;
+    body: string | Uint8Array<ArrayBuffer>;
+    contentType?: string;
+  }> = [
+    { label: 'missing name', status: 400, code: 'validation_failed', body: '{"description":"no name"}' },
+    { label: 'whitespace-only name', status: 400, code: 'validation_failed', body: '{"name":"   \\t "}' },
+    { label: 'unknown field', status: 400, code: 'validation_failed', body: '{"name":"Fish","color":"red"}' },
+    { label: 'name of 101 characters', status: 400, code: 'validation_failed', body: JSON.stringify({ name: 'n'.repeat(101) }) },
+    { label: 'name that is not a string', status: 400, code: 'validation_failed', body: '{"name":42}' },
+    { label: 'JSON array', status: 400, code: 'validation_failed', body: '[{"name":"Fish"}]' },
+    { label: 'invalid JSON', status: 400, code: 'invalid_json', body: '{"name":' },
+    { label: 'empty body', status: 400, code: 'invalid_json', body: '' },
+    { label: 'no Content-Type', status: 400, code: 'invalid_content_type', body: new TextEncoder().encode('{"name":"Fish"}') },
+    { label: 'text/plain', status: 400, code: 'invalid_content_type', body: '{"name":"Fish"}', contentType: 'text/plain' },
+  ];
+
+  it.each(badBodies)('POST with $label answers $status $code and creates nothing', async (bad) => {
+    const before = await list();
+    const answer = await call(server, '/v1/categories', {
+      method: 'POST',
+      apiKey: API_KEYS.general,
+      headers: bad.body instanceof Uint8Array ? {} : { 'content-type': bad.contentType ?? 'application/json' },
+      body: bad.body,
+    });
+    expectError(answer, server, bad.status, bad.code);
+    expect(await list()).toEqual(before);
+  });
+
+  /**
+   * Sends sequential GETs: the client's keep-alive pool hands the connection of an answered-early request
+   * (the client was still uploading when the answer came) to the second or third of them. A server that
+   * left that connection stuck makes one of them fail with "other side closed".
+   */
+  async function expectConnectionsStayUsable(): Promise<CategoryJson[]> {
+    let listed: CategoryJson[] = [];
+    for (let i = 1; i <= 3; i += 1) {
+      const answer = await call(server, '/v1/categories', { apiKey: API_KEYS.general }).catch((error: unknown) => {
+        const cause = (error as { cause?: { message?: string } }).cause?.message ?? String(error);
+        throw new Error(`follow-up request ${i} on a kept-alive connection failed: ${cause}`);
+      });
+      expect(answer.status, answer.text).toBe(200);
+      listed = jsonOf(answer) as CategoryJson[];
+    }
+    return listed;
+  }
+
+  it('answers a body of 2 MiB with 413 payload_too_large, creates nothing, and keeps the connection usable', async () => {
+    const before = await list();
+    const answer = await call(server, '/v1/categories', {
+      method: 'POST',
+      apiKey: API_KEYS.general,
+      json: { name: 'Fish', description: 'd'.repeat(2 * 1024 * 1024) },
+    });
+    expectError(answer, server, 413, 'payload_too_large');
+    expect(await expectConnectionsStayUsable()).toEqual(before);
+  });
+
+  it('keeps the connection usable after a 401 to a POST with a large body it did not read', async () => {
+    const before = await list();
+    const answer = await call(server, '/v1/categories', {
+      method: 'POST',
+      apiKey: INVALID_KEY,
+      json: { name: 'Fish', description: 'd'.repeat(512 * 1024) },
+    });
+    expectError(answer, server, 401, 'unauthorized');
+    expect(await expectConnectionsStayUsable()).toEqual(before);
+  });
+
+  it('rejects a "__proto__" field with 400 and pollutes no prototype', async () => {
+    const before = await list();
+    const answer = await call(server, '/v1/categories', {
+      method: 'POST',
+      apiKey: API_KEYS.general,
+      headers: { 'content-type': 'application/json' },
+      body: '{"name":"x","__proto__":{"polluted":true}}',
+    });
+    expectError(answer, server, 400);
+    // The servers run in this process: a polluted Object.prototype would show here.
+    expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
+    expect(await list()).toEqual(before);
+  });
+
+  // ---- routing ----
+
+  it('answers 404 not_found for an unknown path under /v1', async () => {
+    const answer = await call(server, '/v1/no-such-thing', { apiKey: API_KEYS.general });
+    expectError(answer, server, 404, 'not_found');
+  });
+
+  it('answers 405 method_not_allowed with Allow: GET, HEAD, POST for DELETE /v1/categories', async () => {
+    const answer = await call(server, '/v1/categories', { method: 'DELETE', apiKey: API_KEYS.general });
+    expectError(answer, server, 405, 'method_not_allowed');
+    expect(answer.headers.get('allow')).toBe('GET, HEAD, POST');
+  });
+
+  // ---- rate limits (SPEC §8) ----
+
+  it('answers the 6th request of the minute 429 with Retry-After; the rejection does not burn the day quota', async () => {
+    await withOwnServer(async (own) => {
+      const get = () => call(own, '/v1/categories', { apiKey: API_KEYS.limits });
+      for (let i = 1; i <= SMALL_LIMITS.requestsPerMinute; i += 1) {
+        const answer = await get();
+        expect(answer.status, answer.text).toBe(200);
+        expect(expectRateLimitHeaders(answer, own)).toMatchObject({
+          limit: SMALL_LIMITS.requestsPerMinute,
+          remaining: SMALL_LIMITS.requestsPerMinute - i,
+        });
+      }
+      const minuteRejected = await get();
+      const minuteRetryAfter = expectRateLimited(minuteRejected, own);
+      expect(minuteRetryAfter).toBe(secondsToWindowEnd(own, MINUTE_MS));
+      expect(intHeader(minuteRejected, 'x-ratelimit-limit')).toBe(SMALL_LIMITS.requestsPerMinute);
+      expect(intHeader(minuteRejected, 'x-ratelimit-remaining')).toBe(0);
+
+      // Next minute: 5 of the day's 8 are used, so exactly 3 more are admitted if the 429 was not charged.
+      own.clock.advance(MINUTE_MS);
+      const dayLeft = SMALL_LIMITS.requestsPerDay - SMALL_LIMITS.requestsPerMinute;
+      for (let i = 1; i <= dayLeft; i += 1) {
+        const answer = await get();
+        expect(answer.status, `request ${i} of the new minute: ${answer.text}`).toBe(200);
+      }
+      const dayRejected = await get();
+      const dayRetryAfter = expectRateLimited(dayRejected, own);
+      expect(intHeader(dayRejected, 'x-ratelimit-limit')).toBe(SMALL_LIMITS.requestsPerDay);
+      expect(intHeader(dayRejected, 'x-ratelimit-remaining')).toBe(0);
+      expect(dayRetryAfter).toBe(secondsToWindowEnd(own, DAY_MS)); // the next UTC midnight
+      expect(own.clock.now() + dayRetryAfter * 1000).toBeGreaterThanOrEqual(
+        (Math.floor(own.clock.now() / DAY_MS) + 1) * DAY_MS,
+      );
+    });
+  });
+
+  it('admits exactly 60 of 100 parallel requests of a free key and answers the other 40 with 429', async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 100 }, () => call(server, '/v1/categories', { apiKey: API_KEYS.burst })),
+    );
+    const statuses = answers.map((answer) => answer.status);
+    expect(statuses.filter((status) => status === 200)).toHaveLength(60);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(40);
+    for (const answer of answers) {
+      if (answer.status === 429) {
+        expectError(answer, server, 429);
+        expect(intHeader(answer, 'retry-after')).toBeGreaterThanOrEqual(1);
+      } else {
+        expectRateLimitHeaders(answer, server);
+      }
+    }
+  });
+
+  it('gives 250 parallel creates 250 distinct ids, and lists them all', async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 250 }, (_, i) =>
+        call(server, '/v1/categories', { method: 'POST', apiKey: API_KEYS.bulk, json: { name: `Bulk ${i}` } }),
+      ),
+    );
+    const bad = answers.filter((answer) => answer.status !== 201);
+    expect(bad.map((answer: Answer) => `${answer.status} ${answer.text}`)).toEqual([]);
+    const created = answers.map((answer) => jsonOf(answer) as CategoryJson);
+    const ids = new Set(created.map((category) => category.id));
+    expect(ids.size).toBe(250);
+    for (const id of ids) expect(Number.isSafeInteger(id) && id > 0).toBe(true);
+
+    const listed = await list(API_KEYS.bulk);
+    const listedById = new Map(listed.map((category) => [category.id, category]));
+    for (const category of created) expect(listedById.get(category.id)).toEqual(category);
+  });
+
+  it('limits callers without a valid key per address: limit 30 on 401 answers, then 429', async () => {
+    await withOwnServer(async (own) => {
+      for (let i = 1; i <= ANONYMOUS_LIMITS.requestsPerMinute; i += 1) {
+        // Alternate no key and a wrong key: both count against the address (key guessing is throttled).
+        const answer = await call(own, '/v1/categories', i % 2 === 0 ? { apiKey: INVALID_KEY } : {});
+        expectError(answer, own, 401, 'unauthorized');
+        expect(intHeader(answer, 'x-ratelimit-limit')).toBe(ANONYMOUS_LIMITS.requestsPerMinute);
+        expect(intHeader(answer, 'x-ratelimit-remaining')).toBe(ANONYMOUS_LIMITS.requestsPerMinute - i);
+      }
+      const rejected = await call(own, '/v1/categories');
+      expectRateLimited(rejected, own);
+      // A valid key is charged to the key, not to the address.
+      const withKey = await call(own, '/v1/categories', { apiKey: API_KEYS.general });
+      expect(withKey.status, withKey.text).toBe(200);
+    });
+  });
+
+  // ---- the host app keeps its own routes and parsers ----
+
+  it.skipIf(!impl.capabilities.hostRoutes)('leaves host routes alone: GET /health answers 200 {ok: true}', async () => {
+    const answer = await call(server, '/health');
+    expect(answer.status).toBe(200);
+    expect(jsonOf(answer)).toEqual({ ok: true });
+    expect(answer.headers.get('x-ratelimit-limit')).toBeNull();
+  });
+
+  it.skipIf(impl.capabilities.hostJsonParser === undefined)(
+    "leaves the host's JSON parser alone: POST /echo answers with the parsed body",
+    async () => {
+      const payload = { hello: 'world', list: [1, 2, 3] };
+      const answer = await call(server, '/echo', { method: 'POST', json: payload });
+      expect(answer.status, answer.text).toBe(200);
+      expect(jsonOf(answer)).toEqual(payload);
+    },
+  );
+
+  it.skipIf(impl.capabilities.hostJsonParser !== 'fastify')(
+    "answers invalid JSON to a host route with Fastify's own error, not the API's",
+    async () => {
+      const answer = await call(server, '/echo', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"broken":',
+      });
+      expect(answer.status).toBe(400);
+      const body = jsonOf(answer) as Record<string, unknown>;
+      expect(body['statusCode']).toBe(400);
+      expect(body).not.toHaveProperty('status');
+    },
+  );
+
+  it.skipIf(impl.capabilities.hostJsonParser !== 'express')(
+    "answers invalid JSON that the host's express.json() refused with the API's Error body, not Express's page",
+    async () => {
+      const answer = await call(server, '/v1/categories', {
+        method: 'POST',
+        apiKey: API_KEYS.general,
+        headers: { 'content-type': 'application/json' },
+        body: '{"broken":',
+      });
+      expectError(answer, server, 400, 'invalid_json');
+      expect(answer.text).not.toMatch(/<html|<!DOCTYPE/i);
+
+      // The host's own route still gets Express's own answer.
+      const host = await call(server, '/echo', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"broken":',
+      });
+      expect(host.status).toBe(400);
+      expect(host.headers.get('x-ratelimit-limit')).toBeNull();
+    },
+  );
+}

@@ -1,0 +1,112 @@
+/**
+ * The client side of the contract suite: requests with the global `fetch` over a real socket, and the
+ * assertions every answer of the API must satisfy (SPEC §2 Error body, SPEC §8 rate-limit headers).
+ */
+import { expect } from 'vitest';
+import type { RunningServer } from './servers.js';
+
+/** One answer, read completely. */
+export interface Answer {
+  status: number;
+  headers: Headers;
+  /** The body as text ('' when there is none). */
+  text: string;
+}
+
+/** Options of {@link call}. */
+export interface CallOptions {
+  method?: string;
+  /** API key sent as `Authorization: Bearer <key>`. */
+  apiKey?: string;
+  /** Other headers (e.g. a raw `authorization`, or `content-type`). */
+  headers?: Record<string, string>;
+  /** JSON value sent with `Content-Type: application/json`. */
+  json?: unknown;
+  /**
+   * Raw body. A string is sent with the Content-Type given in `headers` (fetch would add `text/plain`
+   * otherwise, so a string without one is sent as bytes); bytes are sent without a Content-Type.
+   */
+  body?: string | Uint8Array<ArrayBuffer>;
+}
+
+/** Sends one request to `server` and reads the whole answer. */
+export async function call(server: RunningServer, path: string, options: CallOptions = {}): Promise<Answer> {
+  const headers = new Headers(options.headers);
+  if (options.apiKey !== undefined) headers.set('authorization', `Bearer ${options.apiKey}`);
+  let body: BodyInit | undefined;
+  if (options.json !== undefined) {
+    headers.set('content-type', 'application/json');
+    body = JSON.stringify(options.json);
+  } else if (typeof options.body === 'string') {
+    body = headers.has('content-type') ? options.body : new TextEncoder().encode(options.body);
+  } else {
+    body = options.body;
+  }
+  const response = await fetch(`${server.origin}${path}`, { method: options.method ?? 'GET', headers, body });
+  return { status: response.status, headers: response.headers, text: await response.text() };
+}
+
+/** The answer's body parsed as JSON. */
+export function jsonOf(answer: Answer): unknown {
+  return JSON.parse(answer.text) as unknown;
+}
+
+/** A whole number header value. */
+export function intHeader(answer: Answer, name: string): number {
+  const value = answer.headers.get(name);
+  expect(value, `header ${name}`).toMatch(/^\d+$/);
+  return Number(value);
+}
+
+/**
+ * Asserts the three X-RateLimit-* headers (SPEC §8): whole numbers, remaining ≤ limit, and a reset in Unix
+ * seconds after the server's `now` (its fake clock) and no later than a day after it.
+ * @returns the three values.
+ */
+export function expectRateLimitHeaders(answer: Answer, server: RunningServer) {
+  const limit = intHeader(answer, 'x-ratelimit-limit');
+  const remaining = intHeader(answer, 'x-ratelimit-remaining');
+  const reset = intHeader(answer, 'x-ratelimit-reset');
+  expect(remaining).toBeLessThanOrEqual(limit);
+  const nowSeconds = server.clock.now() / 1000;
+  expect(reset).toBeGreaterThan(nowSeconds);
+  expect(reset).toBeLessThanOrEqual(Math.ceil(nowSeconds) + 86_400);
+  return { limit, remaining, reset };
+}
+
+/** Asserts a JSON content type. */
+export function expectJsonContentType(answer: Answer): void {
+  expect(answer.headers.get('content-type')).toMatch(/^application\/json(;|$)/);
+}
+
+/**
+ * Asserts an error answer of the API: the status, a JSON body with exactly `code`, `message` and `status`
+ * (equal to the HTTP status), and the rate-limit headers.
+ */
+export function expectError(answer: Answer, server: RunningServer, status: number, code?: string): void {
+  expect(answer.status, answer.text).toBe(status);
+  expectJsonContentType(answer);
+  const body = jsonOf(answer) as Record<string, unknown>;
+  expect(Object.keys(body).sort()).toEqual(['code', 'message', 'status']);
+  expect(body['status']).toBe(status);
+  expect(typeof body['code']).toBe('string');
+  expect(body['message']).toEqual(expect.any(String));
+  expect((body['message'] as string).length).toBeGreaterThan(0);
+  if (code !== undefined) expect(body['code']).toBe(code);
+  expectRateLimitHeaders(answer, server);
+}
+
+/** Asserts a 429 answer: `rate_limited` Error body, and `Retry-After` a whole number of seconds ≥ 1. */
+export function expectRateLimited(answer: Answer, server: RunningServer): number {
+  expectError(answer, server, 429, 'rate_limited');
+  const retryAfter = intHeader(answer, 'retry-after');
+  expect(retryAfter).toBeGreaterThanOrEqual(1);
+  return retryAfter;
+}
+
+/** Seconds from the server's now to the end of the fixed window of `windowMs` holding it, rounded up. */
+export function secondsToWindowEnd(server: RunningServer, windowMs: number): number {
+  const now = server.clock.now();
+  const end = (Math.floor(now / windowMs) + 1) * windowMs;
+  return Math.ceil((end - now) / 1000);
+}
