@@ -22,7 +22,7 @@ export function normalizeClientAddress(address: string | undefined): string {
     if (v6.isIPv4MappedAddress()) parsed = v6.toIPv4Address();
   }
   if (parsed.kind() === 'ipv4') return parsed.toString();
-  const parts = (parsed as ipaddr.IPv6).parts.slice(0, 4);
-  const prefix = ipaddr.IPv6.networkAddressFromCIDR(`${new ipaddr.IPv6([...parts, 0, 0, 0, 0]).toString()}/64`);
-  return `${prefix.toString()}/64`;
+  // The /64 network: the first four 16-bit groups, host bits zeroed.
+  const network = new ipaddr.IPv6([...(parsed as ipaddr.IPv6).parts.slice(0, 4), 0, 0, 0, 0]);
+  return `${network.toString()}/64`;
 }
