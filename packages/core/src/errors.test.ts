@@ -13,6 +13,7 @@ const EXPECTED_STATUS: Record<ErrorCode, number> = {
   rate_limited: 429,
   temporarily_banned: 429,
   internal_error: 500,
+  service_unavailable: 503,
   storage_full: 507,
 };
 

@@ -19,6 +19,7 @@
  * - `rate_limited` 429: a rate-limit window is exhausted (SPEC §8 rule 1); carries `Retry-After`.
  * - `temporarily_banned` 429: the key kept sending after being limited (SPEC §8 rule 3); carries `Retry-After`.
  * - `internal_error` 500: an unexpected failure; the message never says more than that.
+ * - `service_unavailable` 503: a store is unreachable or too slow; nothing was done; carries `Retry-After`.
  * - `storage_full` 507: the category store has reached its configured capacity; nothing was written.
  */
 export const ERROR_STATUS = {
@@ -32,6 +33,7 @@ export const ERROR_STATUS = {
   rate_limited: 429,
   temporarily_banned: 429,
   internal_error: 500,
+  service_unavailable: 503,
   storage_full: 507,
 } as const satisfies Record<string, number>;
 
@@ -60,11 +62,18 @@ export class PetstoreError extends Error {
   readonly code: ErrorCode;
   /** The HTTP status this error answers with. */
   readonly status: number;
+  /** When set, the answer carries `Retry-After` with this many seconds (RFC 9110 §10.2.3). */
+  readonly retryAfterSeconds: number | undefined;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  /**
+   * @param options.cause the underlying error (never sent to clients)
+   * @param options.retryAfterSeconds whole seconds for a `Retry-After` header (e.g. on 503)
+   */
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryAfterSeconds?: number }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.status = ERROR_STATUS[code];
+    this.retryAfterSeconds = options?.retryAfterSeconds;
   }
 
   /** The Error body (SPEC §2) for this error. */

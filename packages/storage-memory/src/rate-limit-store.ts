@@ -26,6 +26,8 @@ export interface MemoryRateLimitStore extends RateLimitStore {
    * otherwise dropped when read or evicted, and never exceed `maxKeys`.
    */
   purgeExpired(): number;
+  /** Remaining lifetime of a key's entry in ms; `undefined` when the store holds nothing for it. */
+  remainingTtlMs(key: string): number | undefined;
 }
 
 /** Default of {@link MemoryRateLimitStoreOptions.maxKeys}. */
@@ -55,6 +57,9 @@ export function memoryRateLimitStore(options: MemoryRateLimitStoreOptions = {}):
   return {
     get size() {
       return cache.size;
+    },
+    remainingTtlMs(key) {
+      return cache.has(key) ? cache.getRemainingTTL(key) : undefined;
     },
     purgeExpired() {
       const before = cache.size;

@@ -370,13 +370,56 @@ describe('failures', () => {
     expectError(await petstore.handle(get()), 500, 'internal_error');
   });
 
-  it('answers 500 when the rate-limit store fails', async () => {
+  it('fails closed by default when the rate-limit store fails: 503 with Retry-After, nothing executed', async () => {
     const error = new Error('redis down');
-    const { petstore, internalErrors } = testPetstore({
+    const { petstore, internalErrors, categories } = testPetstore({
       rateLimit: { store: { consume: () => Promise.reject(error) } },
     });
-    expectError(await petstore.handle(get()), 500, 'internal_error');
-    expect(internalErrors).toEqual([error]);
+    const listed = await petstore.handle(get());
+    expectError(listed, 503, 'service_unavailable');
+    expect(listed.headers['retry-after']).toBe('5');
+    const created = await petstore.handle(post(json('{"name":"x"}')));
+    expectError(created, 503, 'service_unavailable');
+    expect(await categories.list()).toEqual([]);
+    expect(internalErrors).toEqual([error, error]);
+  });
+
+  it('fails closed with the configured Retry-After', async () => {
+    const { petstore } = testPetstore({
+      rateLimit: {
+        store: { consume: () => Promise.reject(new Error('down')) },
+        onStoreFailure: { mode: 'fail-closed', retryAfterSeconds: 30 },
+      },
+    });
+    expect((await petstore.handle(get())).headers['retry-after']).toBe('30');
+  });
+
+  it('fails open onto the insurance store: the request proceeds and the headers come from the insurance store', async () => {
+    const insurance = testRateLimitStore();
+    const { petstore } = testPetstore({
+      rateLimit: {
+        store: { consume: () => Promise.reject(new Error('down')) },
+        onStoreFailure: { mode: 'fail-open', insuranceStore: insurance },
+      },
+    });
+    const statuses: number[] = [];
+    for (let i = 0; i < 61; i++) statuses.push((await petstore.handle(get())).status);
+    expect(statuses.filter((status) => status === 200)).toHaveLength(60);
+    const last = await petstore.handle(get());
+    expectError(last, 429, 'rate_limited');
+    expect(last.headers['x-ratelimit-limit']).toBe('60');
+  });
+
+  it('answers a store PetstoreError with Retry-After as 503 with that Retry-After', async () => {
+    const { petstore } = testPetstore({
+      categories: failingStore(
+        new PetstoreError('service_unavailable', 'The category store is unavailable.', { retryAfterSeconds: 7 }),
+      ),
+    });
+    const response = await petstore.handle(get());
+    expectError(response, 503, 'service_unavailable');
+    expect(response.headers['retry-after']).toBe('7');
+    expect(response.headers['x-ratelimit-remaining']).toBe('59');
   });
 
   it("answers with a PetstoreError's own code and status", async () => {

@@ -42,8 +42,9 @@ export interface PetstoreOptions {
   /** Path prefix of the API for the Fetch entry ({@link Petstore.fetch}). Default `/v1` (SPEC §9). */
   basePath?: string;
   /**
-   * Called with every unexpected error behind a 500 answer (a store that throws, say). Default: logs it with
-   * `console.error`. Never receives API keys.
+   * Called with every unexpected error behind a 500 answer (a store that throws, say), and with every
+   * rate-limit store failure (unless `rateLimit.onStoreError` is set). Default: logs it with `console.error`.
+   * Never receives API keys.
    */
   onInternalError?: (error: unknown) => void;
 }
@@ -71,7 +72,13 @@ const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
  */
 export function createPetstore(options: PetstoreOptions): Petstore {
   const clock = options.clock ?? systemClock;
-  const limiter = createRateLimiter({ ...options.rateLimit, clock });
+  const onInternalError =
+    options.onInternalError ?? ((error: unknown) => console.error('[petstore] internal error:', error));
+  const limiter = createRateLimiter({
+    onStoreError: (error) => reportSafely(onInternalError, error),
+    ...options.rateLimit,
+    clock,
+  });
   const bodyLimitBytes = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
   if (!Number.isSafeInteger(bodyLimitBytes) || bodyLimitBytes < 1) {
     throw new TypeError(`bodyLimitBytes must be a whole number >= 1, got ${String(bodyLimitBytes)}`);
@@ -81,8 +88,6 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     throw new TypeError(`basePath must be empty or start with "/" and not end with "/", got "${basePath}"`);
   }
   const realm = options.realm ?? 'petstore';
-  const onInternalError =
-    options.onInternalError ?? ((error: unknown) => console.error('[petstore] internal error:', error));
   const { apiKeys, categories } = options;
 
   async function authenticate(request: PetstoreRequest): Promise<{ principal?: Principal; presented: boolean }> {
@@ -116,7 +121,13 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     });
     // By code, not through the instance: a PetstoreError from another copy of the library (or a look-alike
     // that isPetstoreError accepts) may lack `toBody` or carry another `status`.
-    const fail = (error: PetstoreError) => respond(ERROR_STATUS[error.code], errorBody(error.code, error.message));
+    const fail = (error: PetstoreError) => {
+      const retryAfter = error.retryAfterSeconds;
+      if (typeof retryAfter === 'number' && Number.isFinite(retryAfter)) {
+        headers['retry-after'] = String(Math.max(1, Math.ceil(retryAfter)));
+      }
+      return respond(ERROR_STATUS[error.code], errorBody(error.code, error.message));
+    };
     try {
       const { principal, presented } = await authenticate(request);
       const decision = await limiter.consume(principal ? { principal } : { clientAddress: request.clientAddress });
@@ -165,11 +176,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
       return respond(status, body);
     } catch (error) {
       if (isPetstoreError(error)) return fail(error);
-      try {
-        onInternalError(error);
-      } catch {
-        // A failing error reporter must not turn the 500 answer into a thrown error.
-      }
+      reportSafely(onInternalError, error);
       return respond(500, errorBody('internal_error', 'The server failed to answer this request.'));
     }
   }
@@ -181,6 +188,15 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     bodyLimitBytes,
   };
   return petstore;
+}
+
+/** Calls an error reporter; a reporter that throws must not turn an answer into a thrown error. */
+function reportSafely(report: (error: unknown) => void, error: unknown): void {
+  try {
+    report(error);
+  } catch {
+    // ignored on purpose
+  }
 }
 
 /** A method name for a message: an HTTP token of at most 20 characters, else a placeholder. */

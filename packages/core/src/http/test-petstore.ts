@@ -5,7 +5,7 @@
 import { staticApiKeys } from '../auth/api-key.js';
 import { testRateLimitStore, type TestRateLimitStore } from '../rate-limit/test-store.js';
 import { testCategoryStore, type TestCategoryStore } from '../storage/test-category-store.js';
-import { fakeClock, type FakeClock } from '../testing.js';
+import { fakeClock, type FakeClock } from '../testing/fake-clock.js';
 import { createPetstore, type Petstore, type PetstoreOptions } from './pipeline.js';
 
 /** A Free-plan API key (60 per minute, 1,000 per day). */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { PlanLimits, Principal } from '../auth/principal.js';
-import { fakeClock } from '../testing.js';
+import { fakeClock } from '../testing/fake-clock.js';
 import { createRateLimiter, type RateLimitDecision, type RateLimiter, type RateLimitSubject } from './engine.js';
 import { testRateLimitStore } from './test-store.js';
 import type { BanPolicy } from './types.js';
@@ -296,5 +296,24 @@ describe('createRateLimiter: configuration', () => {
   it('accepts a limit of 0, which rejects every request', async () => {
     const limiter = createRateLimiter({ store, clock, plans: { free: { requestsPerMinute: 0, requestsPerDay: 10 } } });
     expect((await limiter.consume(principal('free'))).allowed).toBe(false);
+  });
+});
+
+describe('createRateLimiter: standard headers', () => {
+  it('adds RateLimit-Policy and RateLimit only when standardHeaders is on', async () => {
+    const clock = fakeClock(Date.UTC(2026, 0, 1));
+    const off = createRateLimiter({ store: testRateLimitStore(), clock });
+    const on = createRateLimiter({ store: testRateLimitStore(), clock, standardHeaders: true });
+    const subject = { clientAddress: '203.0.113.9' };
+    expect(Object.keys((await off.consume(subject)).headers).sort()).toEqual([
+      'x-ratelimit-limit',
+      'x-ratelimit-remaining',
+      'x-ratelimit-reset',
+    ]);
+    expect((await on.consume(subject)).headers).toMatchObject({
+      'x-ratelimit-limit': '30',
+      'ratelimit-policy': '"minute";q=30;w=60, "day";q=500;w=86400',
+      ratelimit: '"minute";r=29;t=60',
+    });
   });
 });

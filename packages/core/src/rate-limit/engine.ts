@@ -5,7 +5,8 @@
 import type { PlanLimits, PlanName, Principal } from '../auth/principal.js';
 import type { Clock } from '../clock.js';
 import { normalizeClientAddress } from './client-address.js';
-import { rateLimitHeaders, retryAfterSeconds } from './headers.js';
+import { PetstoreError } from '../errors.js';
+import { rateLimitHeaders, retryAfterSeconds, standardRateLimitHeaders } from './headers.js';
 import {
   DEFAULT_ANONYMOUS_LIMITS,
   DEFAULT_BAN_POLICY,
@@ -14,7 +15,7 @@ import {
   limitsForPrincipal,
   windowsForLimits,
 } from './plans.js';
-import type { BanPolicy, ConsumeResult, RateLimitStore } from './types.js';
+import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitStore } from './types.js';
 
 /** Options of {@link createRateLimiter}. */
 export interface RateLimiterOptions {
@@ -33,7 +34,33 @@ export interface RateLimiterOptions {
   ban?: BanPolicy | false;
   /** Source of time (Unix epoch ms). */
   clock: Clock;
+  /** What happens when the store fails (throws, e.g. unreachable or timed out). Default: fail closed. */
+  onStoreFailure?: StoreFailurePolicy;
+  /** Called with every store failure, for logging and metrics. */
+  onStoreError?: (error: unknown) => void;
+  /**
+   * Also send the standard `RateLimit-Policy` and `RateLimit` headers of
+   * draft-ietf-httpapi-ratelimit-headers-10 (see `standardRateLimitHeaders`). Default `false`; the
+   * `X-RateLimit-*` headers are always sent.
+   */
+  standardHeaders?: boolean;
 }
+
+/**
+ * What the engine does when the rate-limit store fails.
+ *
+ * - `fail-closed` (default): the request is refused with 503 `service_unavailable` and `Retry-After:
+ *   retryAfterSeconds` (default 5); nothing is executed.
+ * - `fail-open`: the request is charged to `insuranceStore` instead — a per-process store (e.g.
+ *   `memoryRateLimitStore()`), so each process still enforces the limits on its own and the rate-limit headers
+ *   are still sent — and proceeds when that admits it.
+ */
+export type StoreFailurePolicy =
+  | { mode: 'fail-closed'; retryAfterSeconds?: number }
+  | { mode: 'fail-open'; insuranceStore: RateLimitStore };
+
+/** Default `Retry-After` of a fail-closed 503, in seconds. */
+export const DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS = 5;
 
 /** Who a request is charged to: a principal (valid key), or a client address (no valid key). */
 export type RateLimitSubject = { principal: Principal } | { clientAddress: string | undefined };
@@ -56,8 +83,9 @@ export interface RateLimitDecision {
 export interface RateLimiter {
   /**
    * Charges one request to every window of the subject, all or nothing.
-   * @throws whatever the store throws (e.g. it is unreachable); TypeError when the principal carries invalid
-   *   custom `limits`.
+   * @throws PetstoreError `service_unavailable` (with `retryAfterSeconds`) when the store fails and the policy
+   *   is fail-closed; whatever the insurance store throws under fail-open; TypeError when the principal
+   *   carries invalid custom `limits`.
    */
   consume(subject: RateLimitSubject): Promise<RateLimitDecision>;
 }
@@ -74,7 +102,29 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   const ban = options.ban === false ? undefined : (options.ban ?? DEFAULT_BAN_POLICY);
   if (ban !== undefined) assertBanPolicy(ban);
   const anonymousStore = options.anonymousStore ?? options.store;
-  const { clock, store } = options;
+  const { clock, store, standardHeaders = false, onStoreError } = options;
+  const failure = options.onStoreFailure ?? { mode: 'fail-closed' };
+  const failClosedRetryAfterSeconds =
+    failure.mode === 'fail-closed'
+      ? (failure.retryAfterSeconds ?? DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS)
+      : DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS;
+  if (!Number.isSafeInteger(failClosedRetryAfterSeconds) || failClosedRetryAfterSeconds < 1) {
+    throw new TypeError('onStoreFailure.retryAfterSeconds must be a whole number >= 1');
+  }
+
+  /** One consume on the primary store, falling back as the failure policy says. */
+  async function consumeWithPolicy(primary: RateLimitStore, key: string, request: ConsumeRequest): Promise<ConsumeResult> {
+    try {
+      return await primary.consume(key, request);
+    } catch (error) {
+      onStoreError?.(error);
+      if (failure.mode === 'fail-open') return failure.insuranceStore.consume(key, request);
+      throw new PetstoreError('service_unavailable', 'The rate-limit store is unavailable; retry later.', {
+        cause: error,
+        retryAfterSeconds: failClosedRetryAfterSeconds,
+      });
+    }
+  }
 
   return {
     async consume(subject) {
@@ -85,13 +135,13 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
         // closed (500) instead of leaving a window unlimited.
         if (subject.principal.limits !== undefined) assertPlanLimits(subject.principal.limits, 'principal.limits');
         const limits = limitsForPrincipal(subject.principal, planLimits);
-        result = await store.consume(`key:${subject.principal.keyId}`, {
+        result = await consumeWithPolicy(store, `key:${subject.principal.keyId}`, {
           windows: windowsForLimits(limits),
           nowMs,
           ban,
         });
       } else {
-        result = await anonymousStore.consume(`anon:${normalizeClientAddress(subject.clientAddress)}`, {
+        result = await consumeWithPolicy(anonymousStore, `anon:${normalizeClientAddress(subject.clientAddress)}`, {
           windows: anonymousWindows,
           nowMs,
           ban,
@@ -100,7 +150,9 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
       return {
         allowed: result.allowed,
         reason: result.allowed ? undefined : result.reason,
-        headers: rateLimitHeaders(result),
+        headers: standardHeaders
+          ? { ...rateLimitHeaders(result), ...standardRateLimitHeaders(result) }
+          : rateLimitHeaders(result),
         retryAfterSeconds: retryAfterSeconds(result),
         result,
       };

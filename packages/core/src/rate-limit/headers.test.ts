@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bindingWindow, blockedUntilMs, rateLimitHeaders, retryAfterSeconds } from './headers.js';
+import { bindingWindow, blockedUntilMs, rateLimitHeaders, retryAfterSeconds, standardRateLimitHeaders } from './headers.js';
 import type { ConsumeResult, WindowUsage } from './types.js';
 
 const MINUTE = 60_000;
@@ -148,5 +148,33 @@ describe('rateLimitHeaders', () => {
     expect(
       rateLimitHeaders({ allowed: false, reason: 'banned', nowMs: NOW, bannedUntilMs: NOW + 5_000, windows: [] }),
     ).toEqual({ 'retry-after': '5' });
+  });
+});
+
+describe('standardRateLimitHeaders (draft-ietf-httpapi-ratelimit-headers-10)', () => {
+  it('lists every window as a policy and reports the binding one with r and t in seconds', () => {
+    const result: ConsumeResult = {
+      allowed: true,
+      nowMs: NOW + 500,
+      windows: [
+        { ...window('minute', 60, 10, NEXT_MINUTE), windowMs: MINUTE },
+        { ...window('day', 1000, 995, MIDNIGHT), windowMs: 86_400_000 },
+      ],
+    };
+    expect(standardRateLimitHeaders(result)).toEqual({
+      'ratelimit-policy': '"minute";q=60;w=60, "day";q=1000;w=86400',
+      ratelimit: `"day";r=5;t=${Math.ceil((MIDNIGHT - NOW - 500) / 1000)}`,
+    });
+  });
+
+  it('reports r=0 and t up to the end of the ban while banned', () => {
+    const result: ConsumeResult = {
+      allowed: false,
+      reason: 'banned',
+      nowMs: NOW,
+      bannedUntilMs: NOW + 900_000,
+      windows: [{ ...window('minute', 60, 3, NEXT_MINUTE), windowMs: MINUTE }],
+    };
+    expect(standardRateLimitHeaders(result).ratelimit).toBe('"minute";r=0;t=900');
   });
 });

@@ -75,3 +75,24 @@ export function rateLimitHeaders(result: ConsumeResult): Record<string, string> 
   if (retryAfter !== undefined) headers['retry-after'] = String(retryAfter);
   return headers;
 }
+
+/**
+ * The standard headers of draft-ietf-httpapi-ratelimit-headers-10, as lowercase names (opt-in):
+ *
+ * - `ratelimit-policy`: every window as a named policy, quota `q` and window `w` in seconds —
+ *   `"minute";q=60;w=60, "day";q=1000;w=86400`;
+ * - `ratelimit`: the binding window ({@link bindingWindow}) with remaining `r` and seconds until reset `t`
+ *   (rounded up) — `"day";r=0;t=3600`. While banned `r` is 0 and `t` runs to {@link blockedUntilMs}.
+ */
+export function standardRateLimitHeaders(result: ConsumeResult): Record<string, string> {
+  const binding = bindingWindow(result.windows);
+  if (binding === undefined) return {};
+  const banned = !result.allowed && result.reason === 'banned';
+  const resetAtMs = banned ? (blockedUntilMs(result) as number) : binding.resetAtMs;
+  return {
+    'ratelimit-policy': result.windows
+      .map((window) => `"${window.name}";q=${window.limit};w=${ceilSeconds(window.windowMs)}`)
+      .join(', '),
+    ratelimit: `"${binding.name}";r=${banned ? 0 : binding.remaining};t=${Math.max(0, ceilSeconds(resetAtMs - result.nowMs))}`,
+  };
+}

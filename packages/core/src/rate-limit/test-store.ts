@@ -9,6 +9,10 @@ import type { RateLimitStore } from './types.js';
 export interface TestRateLimitStore extends RateLimitStore {
   /** Keys that currently hold (unexpired) state. */
   keys(nowMs: number): string[];
+  /** Remaining lifetime of a key at `nowMs`: `undefined` when absent, `Infinity` after {@link dropTtl}. */
+  ttlMs(key: string, nowMs: number): number | undefined;
+  /** Removes a key's expiry, as a lost TTL would. */
+  dropTtl(key: string): void;
 }
 
 /**
@@ -24,6 +28,14 @@ export function testRateLimitStore(): TestRateLimitStore {
       const decision = decideConsume(previous, request);
       entries.set(key, { state: decision.state, expiresAtMs: decision.expiresAtMs });
       return Promise.resolve(decision.result);
+    },
+    ttlMs(key, nowMs) {
+      const entry = entries.get(key);
+      return entry === undefined ? undefined : entry.expiresAtMs - nowMs;
+    },
+    dropTtl(key) {
+      const entry = entries.get(key);
+      if (entry !== undefined) entry.expiresAtMs = Number.POSITIVE_INFINITY;
     },
     keys(nowMs) {
       return [...entries].filter(([, entry]) => nowMs < entry.expiresAtMs).map(([key]) => key);

@@ -1,9 +1,4 @@
-/**
- * Test helpers for users of the library and for store and adapter authors.
- *
- * @packageDocumentation
- */
-import type { Clock } from './clock.js';
+import type { Clock } from '../clock.js';
 
 /** A clock that only moves when told to. */
 export interface FakeClock extends Clock {

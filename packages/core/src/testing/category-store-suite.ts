@@ -1,0 +1,114 @@
+/**
+ * The category store conformance suite: what every {@link CategoryStore} must do, run with the store
+ * author's own test runner. Assertions use `node:assert/strict`.
+ */
+import assert from 'node:assert/strict';
+import { isPetstoreError } from '../errors.js';
+import type { Category } from '../schemas.js';
+import type { CategoryStore } from '../storage/category-store.js';
+import type { ConformanceTestApi } from './test-api.js';
+
+/** A fresh store for one case. */
+export interface CategoryStoreHarness {
+  store: CategoryStore;
+  close?(): Promise<void>;
+}
+
+/** Options of {@link runCategoryStoreConformance}. */
+export interface CategoryStoreConformanceOptions {
+  /** Name shown in the test report. Default `CategoryStore conformance`. */
+  name?: string;
+  /**
+   * Creates a fresh, empty store for one case. `maxCategories` is passed by the capacity case: the store must
+   * refuse creates beyond it with a `storage_full` PetstoreError.
+   */
+  createStore(options: { maxCategories?: number }): CategoryStoreHarness | Promise<CategoryStoreHarness>;
+  /** Switches for what a backend cannot do. `capacity` (default `true`): the store honours `maxCategories`. */
+  capabilities?: { capacity?: boolean };
+  /** Per-case timeout in ms. Default 20,000. */
+  timeoutMs?: number;
+}
+
+/** Registers the conformance cases. Each case gets a fresh store from `createStore`. */
+export function runCategoryStoreConformance(test: ConformanceTestApi, options: CategoryStoreConformanceOptions): void {
+  const timeoutMs = options.timeoutMs ?? 20_000;
+  const caseWith = (
+    name: string,
+    body: (store: CategoryStore) => Promise<void>,
+    storeOptions: { maxCategories?: number } = {},
+    enabled = true,
+  ) => {
+    if (!enabled) return;
+    test.it(
+      name,
+      async () => {
+        const harness = await options.createStore(storeOptions);
+        try {
+          await body(harness.store);
+        } finally {
+          await harness.close?.();
+        }
+      },
+      timeoutMs,
+    );
+  };
+
+  test.describe(options.name ?? 'CategoryStore conformance', () => {
+    caseWith('starts empty', async (store) => {
+      assert.deepEqual(await store.list(), []);
+    });
+
+    caseWith('gives parallel creates unique, increasing, safe-integer ids, and lists them all in id order', async (store) => {
+      const created = await Promise.all(Array.from({ length: 250 }, (_, i) => store.create({ name: `category ${i}` })));
+      const ids = created.map((category) => category.id);
+      assert.equal(new Set(ids).size, 250, 'ids are unique');
+      for (const id of ids) assert.ok(Number.isSafeInteger(id) && id >= 1, `id ${id} is a safe integer >= 1`);
+      const listed = await store.list();
+      assert.equal(listed.length, 250);
+      const listedIds = listed.map((category) => category.id);
+      assert.deepEqual(listedIds, [...listedIds].sort((a, b) => a - b), 'listed in ascending id order');
+      assert.deepEqual(new Set(listedIds), new Set(ids));
+      for (const category of created) {
+        assert.deepEqual(listed.find((entry) => entry.id === category.id), category, 'listed as created');
+      }
+      const later = await store.create({ name: 'later' });
+      assert.ok(later.id > Math.max(...ids), 'a later create gets a larger id');
+    });
+
+    caseWith('returns description only when it was given', async (store) => {
+      const bare = await store.create({ name: 'Dogs' });
+      const described = await store.create({ name: 'Cats', description: 'Feline breeds' });
+      const empty = await store.create({ name: 'Birds', description: '' });
+      assert.deepEqual(Object.keys(bare).sort(), ['id', 'name']);
+      assert.deepEqual({ ...described, id: 0 }, { id: 0, name: 'Cats', description: 'Feline breeds' });
+      assert.equal(empty.description, '', 'an empty description is kept');
+      const listed = await store.list();
+      assert.deepEqual(listed, [bare, described, empty] satisfies Category[]);
+      assert.equal('description' in (listed[0] as Category), false, 'no description key, not even undefined');
+    });
+
+    caseWith('keeps names and descriptions exactly, including unicode', async (store) => {
+      const name = 'Chats 🐈 — “Félins”';
+      const description = 'line one\nline two\t"quoted" \\ backslash';
+      const created = await store.create({ name, description });
+      assert.deepEqual((await store.list())[0], { id: created.id, name, description });
+    });
+
+    caseWith(
+      'writes nothing when a create fails (full store), and goes on working',
+      async (store) => {
+        await store.create({ name: 'a' });
+        await store.create({ name: 'b' });
+        const failures = await Promise.allSettled(Array.from({ length: 5 }, () => store.create({ name: 'overflow' })));
+        for (const failure of failures) {
+          assert.equal(failure.status, 'rejected');
+          const reason = (failure as PromiseRejectedResult).reason as unknown;
+          assert.ok(isPetstoreError(reason) && reason.code === 'storage_full', 'refused with storage_full');
+        }
+        assert.deepEqual((await store.list()).map((category) => category.name), ['a', 'b']);
+      },
+      { maxCategories: 2 },
+      options.capabilities?.capacity ?? true,
+    );
+  });
+}

@@ -1,0 +1,14 @@
+/**
+ * `@petstore/core/testing` — for users of the library and for store and adapter authors: a fake clock, an
+ * in-process test client, and the storage conformance suites.
+ *
+ * The suites take your runner's `describe`/`it` (vitest, jest, mocha, `node:test`) and assert with
+ * `node:assert`; nothing here imports a test runner.
+ *
+ * @packageDocumentation
+ */
+export * from './fake-clock.js';
+export * from './test-api.js';
+export * from './test-client.js';
+export * from './rate-limit-store-suite.js';
+export * from './category-store-suite.js';

@@ -1,0 +1,272 @@
+/**
+ * The rate-limit store conformance suite: what every {@link RateLimitStore} must do, run against a store
+ * author's implementation with their own test runner. Assertions use `node:assert/strict`, so any runner works.
+ *
+ * ```ts
+ * import { describe, it } from 'vitest';
+ * import { runRateLimitStoreConformance } from '@petstore/core/testing';
+ * runRateLimitStoreConformance({ describe, it }, { createStore: () => ({ store: myStore() }) });
+ * ```
+ */
+import assert from 'node:assert/strict';
+import { DAY_MS, MINUTE_MS } from '../rate-limit/plans.js';
+import type { BanPolicy, ConsumeResult, RateLimitStore, RateLimitWindow, WindowUsage } from '../rate-limit/types.js';
+import type { ConformanceTestApi } from './test-api.js';
+
+/** A fresh store for one case, with optional hooks into its expiry. */
+export interface RateLimitStoreHarness {
+  /** The store under test. It must decide at `request.nowMs` (configure stores with their own clock so). */
+  store: RateLimitStore;
+  /**
+   * Remaining lifetime of a key in ms: `undefined` when the store holds nothing for it, `Infinity` when it
+   * never expires. Needed for the expiry cases (capability `expiry`).
+   */
+  remainingTtlMs?(key: string): Promise<number | undefined>;
+  /** Removes a key's expiry, as a lost TTL would (capability `lostTtl`). */
+  dropTtl?(key: string): Promise<void>;
+  /** Releases the store's resources after the case. */
+  close?(): Promise<void>;
+}
+
+/** Options of {@link runRateLimitStoreConformance}. */
+export interface RateLimitStoreConformanceOptions {
+  /** Name shown in the test report. Default `RateLimitStore conformance`. */
+  name?: string;
+  /** Creates a fresh, empty store for one case. */
+  createStore(): RateLimitStoreHarness | Promise<RateLimitStoreHarness>;
+  /**
+   * Switches for what a backend cannot do. Both default to `true`; a case whose harness hook is missing then
+   * fails and says which switch to turn off.
+   * - `expiry`: the harness has `remainingTtlMs`;
+   * - `lostTtl`: the harness has `remainingTtlMs` and `dropTtl`.
+   */
+  capabilities?: { expiry?: boolean; lostTtl?: boolean };
+  /** Per-case timeout in ms, for networked stores. Default 20,000. */
+  timeoutMs?: number;
+}
+
+// 2026-01-01T00:00:00Z: a minute, day and 30-day boundary (20454 days after the epoch is not a multiple of
+// 30, so the 30-day window's start is computed, not assumed).
+const T0 = Date.UTC(2026, 0, 1);
+const BAN: BanPolicy = { rejectedThreshold: 3, intervalMs: MINUTE_MS, durationMs: 10 * MINUTE_MS };
+const minuteAndDay = (perMinute: number, perDay: number): RateLimitWindow[] => [
+  { name: 'minute', limit: perMinute, windowMs: MINUTE_MS },
+  { name: 'day', limit: perDay, windowMs: DAY_MS },
+];
+
+function usage(result: ConsumeResult, name: string): WindowUsage {
+  const found = result.windows.find((window) => window.name === name);
+  assert.ok(found, `the result reports the window "${name}"`);
+  return found;
+}
+
+/**
+ * Registers the conformance cases. Each case gets a fresh store from `createStore` and uses its own keys.
+ */
+export function runRateLimitStoreConformance(test: ConformanceTestApi, options: RateLimitStoreConformanceOptions): void {
+  const timeoutMs = options.timeoutMs ?? 20_000;
+  const caseWith = (name: string, body: (harness: RateLimitStoreHarness) => Promise<void>, enabled = true) => {
+    if (!enabled) return;
+    test.it(
+      name,
+      async () => {
+        const harness = await options.createStore();
+        try {
+          await body(harness);
+        } finally {
+          await harness.close?.();
+        }
+      },
+      timeoutMs,
+    );
+  };
+
+  test.describe(options.name ?? 'RateLimitStore conformance', () => {
+    caseWith('admits exactly the quota under a burst of parallel consumes, never one more', async ({ store }) => {
+      const results = await Promise.all(
+        Array.from({ length: 200 }, () => store.consume('key:burst', { windows: minuteAndDay(50, 1000), nowMs: T0 + 1, ban: undefined })),
+      );
+      assert.equal(results.filter((result) => result.allowed).length, 50, 'admitted of 200 parallel with quota 50');
+      for (const result of results.filter((r) => !r.allowed)) {
+        assert.equal(result.allowed ? -1 : result.reason, 'rate_limited');
+        assert.equal(usage(result, 'minute').remaining, 0);
+      }
+      const after = await store.consume('key:burst', { windows: minuteAndDay(50, 1000), nowMs: T0 + 2, ban: undefined });
+      assert.equal(usage(after, 'day').used, 50, 'the day counted only the 50 admitted');
+    });
+
+    caseWith('charges all windows or none: a full minute does not burn the day, a full day not the minute', async ({ store }) => {
+      const windows = minuteAndDay(2, 3);
+      for (let i = 0; i < 2; i++) assert.equal((await store.consume('key:aon', { windows, nowMs: T0, ban: undefined })).allowed, true);
+      const minuteFull = await store.consume('key:aon', { windows, nowMs: T0 + 10, ban: undefined });
+      assert.equal(minuteFull.allowed, false);
+      assert.equal(usage(minuteFull, 'day').used, 2, 'day untouched by the minute rejection');
+      const nextMinute = await store.consume('key:aon', { windows, nowMs: T0 + MINUTE_MS, ban: undefined });
+      assert.equal(nextMinute.allowed, true);
+      assert.equal(usage(nextMinute, 'day').used, 3);
+      const dayFull = await store.consume('key:aon', { windows, nowMs: T0 + 2 * MINUTE_MS, ban: undefined });
+      assert.equal(dayFull.allowed, false);
+      assert.equal(usage(dayFull, 'minute').used, 0, 'minute untouched by the day rejection');
+      assert.equal(usage(dayFull, 'minute').remaining, 2);
+    });
+
+    caseWith('does not charge rejected requests', async ({ store }) => {
+      const windows = minuteAndDay(1, 100);
+      await store.consume('key:rej', { windows, nowMs: T0, ban: undefined });
+      for (let i = 0; i < 10; i++) await store.consume('key:rej', { windows, nowMs: T0 + i, ban: undefined });
+      const next = await store.consume('key:rej', { windows, nowMs: T0 + MINUTE_MS, ban: undefined });
+      assert.equal(next.allowed, true);
+      assert.equal(usage(next, 'day').used, 2, '1 admitted + this one; the 10 rejections are not counted');
+    });
+
+    caseWith('reports remaining and reset exactly at window edges (epoch-aligned)', async ({ store }) => {
+      const windows = minuteAndDay(3, 10);
+      const first = await store.consume('key:edge', { windows, nowMs: T0, ban: undefined });
+      assert.equal(first.nowMs, T0, 'decides at the request time');
+      assert.deepEqual(
+        first.windows.map(({ name, limit, used, remaining, resetAtMs }) => ({ name, limit, used, remaining, resetAtMs })),
+        [
+          { name: 'minute', limit: 3, used: 1, remaining: 2, resetAtMs: T0 + MINUTE_MS },
+          { name: 'day', limit: 10, used: 1, remaining: 9, resetAtMs: T0 + DAY_MS },
+        ],
+      );
+      const lastMs = await store.consume('key:edge', { windows, nowMs: T0 + MINUTE_MS - 1, ban: undefined });
+      assert.equal(usage(lastMs, 'minute').used, 2, 'the last millisecond is still the same window');
+      assert.equal(usage(lastMs, 'minute').resetAtMs, T0 + MINUTE_MS);
+      const nextWindow = await store.consume('key:edge', { windows, nowMs: T0 + MINUTE_MS, ban: undefined });
+      assert.equal(usage(nextWindow, 'minute').used, 1, 'a new minute starts at the boundary');
+      assert.equal(usage(nextWindow, 'minute').resetAtMs, T0 + 2 * MINUTE_MS);
+      assert.equal(usage(nextWindow, 'day').used, 3);
+      const midWindow = await store.consume('key:edge2', { windows, nowMs: T0 + 12_345, ban: undefined });
+      assert.equal(usage(midWindow, 'minute').resetAtMs, T0 + MINUTE_MS, 'windows align to the epoch, not the first request');
+    });
+
+    caseWith('starts a ban at the threshold, holds it without charging or extending, and ends it', async ({ store }) => {
+      const windows = minuteAndDay(1, 100);
+      assert.equal((await store.consume('key:ban', { windows, nowMs: T0, ban: BAN })).allowed, true);
+      const reasons: string[] = [];
+      for (let i = 1; i <= 3; i++) {
+        const result = await store.consume('key:ban', { windows, nowMs: T0 + i, ban: BAN });
+        reasons.push(result.allowed ? 'allowed' : result.reason);
+      }
+      assert.deepEqual(reasons, ['rate_limited', 'rate_limited', 'banned']);
+      const banEnd = T0 + 3 + BAN.durationMs;
+      const during = await store.consume('key:ban', { windows, nowMs: T0 + 5 * MINUTE_MS, ban: BAN });
+      assert.equal(during.allowed ? 'allowed' : during.reason, 'banned', 'a fresh minute does not lift the ban');
+      assert.equal(during.allowed || during.reason !== 'banned' ? 0 : during.bannedUntilMs, banEnd, 'not extended');
+      assert.equal(usage(during, 'day').used, 1, 'nothing charged while banned');
+      const justBefore = await store.consume('key:ban', { windows, nowMs: banEnd - 1, ban: BAN });
+      assert.equal(justBefore.allowed, false);
+      const after = await store.consume('key:ban', { windows, nowMs: banEnd, ban: BAN });
+      assert.equal(after.allowed, true, 'the ban ends at bannedUntilMs');
+      assert.equal(usage(after, 'day').used, 2);
+    });
+
+    caseWith('counts rejections toward a ban per interval and not without a ban policy', async ({ store }) => {
+      const windows = minuteAndDay(1, 100);
+      await store.consume('key:strikes', { windows, nowMs: T0, ban: BAN });
+      await store.consume('key:strikes', { windows, nowMs: T0 + 1, ban: BAN });
+      await store.consume('key:strikes', { windows, nowMs: T0 + 2, ban: BAN });
+      // A new interval: the two earlier rejections no longer count.
+      await store.consume('key:strikes', { windows, nowMs: T0 + MINUTE_MS, ban: BAN });
+      const second = await store.consume('key:strikes', { windows, nowMs: T0 + MINUTE_MS + 1, ban: BAN });
+      assert.equal(second.allowed ? 'allowed' : second.reason, 'rate_limited');
+      await store.consume('key:noban', { windows, nowMs: T0, ban: undefined });
+      for (let i = 0; i < 10; i++) {
+        const result = await store.consume('key:noban', { windows, nowMs: T0 + i, ban: undefined });
+        assert.equal(result.allowed ? 'allowed' : result.reason, 'rate_limited');
+      }
+    });
+
+    caseWith('counts day-long and 30-day windows', async ({ store }) => {
+      const month: RateLimitWindow = { name: 'month', limit: 2, windowMs: 30 * DAY_MS };
+      const monthStart = Math.floor(T0 / month.windowMs) * month.windowMs;
+      assert.equal((await store.consume('key:month', { windows: [month], nowMs: monthStart, ban: undefined })).allowed, true);
+      assert.equal(
+        (await store.consume('key:month', { windows: [month], nowMs: monthStart + 10 * DAY_MS, ban: undefined })).allowed,
+        true,
+      );
+      const third = await store.consume('key:month', { windows: [month], nowMs: monthStart + 29 * DAY_MS, ban: undefined });
+      assert.equal(third.allowed, false);
+      assert.equal(usage(third, 'month').resetAtMs, monthStart + 30 * DAY_MS);
+      const next = await store.consume('key:month', { windows: [month], nowMs: monthStart + 30 * DAY_MS, ban: undefined });
+      assert.equal(next.allowed, true);
+      const day = minuteAndDay(1000, 2);
+      await store.consume('key:day', { windows: day, nowMs: T0, ban: undefined });
+      await store.consume('key:day', { windows: day, nowMs: T0 + 12 * 3_600_000, ban: undefined });
+      assert.equal((await store.consume('key:day', { windows: day, nowMs: T0 + DAY_MS - 1, ban: undefined })).allowed, false);
+      assert.equal((await store.consume('key:day', { windows: day, nowMs: T0 + DAY_MS, ban: undefined })).allowed, true);
+    });
+
+    caseWith('keeps the usage already counted across a plan change (new limits, same windows)', async ({ store }) => {
+      for (let i = 0; i < 3; i++) await store.consume('key:plan', { windows: minuteAndDay(5, 10), nowMs: T0, ban: undefined });
+      const upgraded = await store.consume('key:plan', { windows: minuteAndDay(50, 100), nowMs: T0 + 1, ban: undefined });
+      assert.equal(upgraded.allowed, true);
+      assert.equal(usage(upgraded, 'minute').used, 4);
+      assert.equal(usage(upgraded, 'minute').remaining, 46);
+      const downgraded = await store.consume('key:plan', { windows: minuteAndDay(4, 100), nowMs: T0 + 2, ban: undefined });
+      assert.equal(downgraded.allowed, false, '4 used of a new limit of 4');
+    });
+
+    caseWith('keeps callers apart, also under parallel bursts', async ({ store }) => {
+      const keys = ['key:a', 'key:b', 'anon:203.0.113.1', 'anon:2001:db8::/64', 'key:e'];
+      const results = await Promise.all(
+        keys.flatMap((key) =>
+          Array.from({ length: 30 }, () =>
+            store.consume(key, { windows: minuteAndDay(10, 100), nowMs: T0, ban: undefined }).then((result) => ({ key, result })),
+          ),
+        ),
+      );
+      for (const key of keys) {
+        assert.equal(results.filter((entry) => entry.key === key && entry.result.allowed).length, 10, `admitted for ${key}`);
+      }
+    });
+
+    caseWith(
+      'lets every key expire: no later than its last window, ban or rejection interval requires',
+      async (harness) => {
+        const ttl = requireHook(harness.remainingTtlMs?.bind(harness), 'remainingTtlMs', 'expiry');
+        const windows = minuteAndDay(1, 100);
+        const now = Date.now();
+        const start = Math.floor(now / MINUTE_MS) * MINUTE_MS;
+        await harness.store.consume('key:ttl', { windows, nowMs: now, ban: undefined });
+        const dayTtl = await ttl('key:ttl');
+        assert.ok(dayTtl !== undefined && Number.isFinite(dayTtl), 'the key has an expiry');
+        const dayEnd = Math.floor(now / DAY_MS) * DAY_MS + DAY_MS;
+        assert.ok(dayTtl > 0 && dayTtl <= dayEnd - now + 1000, `expiry ${dayTtl} ms is within the day window`);
+        await harness.store.consume('key:ttl-min', { windows: [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }], nowMs: now, ban: undefined });
+        const minuteTtl = await ttl('key:ttl-min');
+        assert.ok(minuteTtl !== undefined && minuteTtl > 0 && minuteTtl <= start + MINUTE_MS - now + 1000, 'a minute-only key lives at most to its window end');
+        for (let i = 0; i < 4; i++) await harness.store.consume('key:ttl-ban', { windows: [{ name: 'minute', limit: 1, windowMs: MINUTE_MS }], nowMs: now, ban: BAN });
+        const banTtl = await ttl('key:ttl-ban');
+        assert.ok(banTtl !== undefined && banTtl >= BAN.durationMs - 5000 && banTtl <= BAN.durationMs + 1000, `a banned key lives until the ban ends (${banTtl} ms)`);
+      },
+      options.capabilities?.expiry ?? true,
+    );
+
+    caseWith(
+      'sets the expiry again on the next consume after a key lost it',
+      async (harness) => {
+        const ttl = requireHook(harness.remainingTtlMs?.bind(harness), 'remainingTtlMs', 'lostTtl');
+        const drop = requireHook(harness.dropTtl?.bind(harness), 'dropTtl', 'lostTtl');
+        const windows = minuteAndDay(10, 100);
+        const now = Date.now();
+        await harness.store.consume('key:lost', { windows, nowMs: now, ban: undefined });
+        await drop('key:lost');
+        assert.equal(await ttl('key:lost'), Number.POSITIVE_INFINITY, 'the harness removed the expiry');
+        const result = await harness.store.consume('key:lost', { windows, nowMs: now + 1, ban: undefined });
+        assert.equal(usage(result, 'minute').used, 2, 'the counters survived');
+        const restored = await ttl('key:lost');
+        assert.ok(restored !== undefined && Number.isFinite(restored) && restored > 0, 'the expiry is back');
+      },
+      options.capabilities?.lostTtl ?? true,
+    );
+  });
+}
+
+function requireHook<T>(hook: T | undefined, name: string, capability: string): T {
+  if (hook === undefined) {
+    assert.fail(`the harness has no ${name}(); provide it, or set capabilities.${capability} to false`);
+  }
+  return hook;
+}

@@ -1,0 +1,21 @@
+import { runCategoryStoreConformance, runRateLimitStoreConformance } from '@petstore/core/testing';
+import { describe, it } from 'vitest';
+import { memoryCategoryStore, memoryRateLimitStore } from './index.js';
+
+runRateLimitStoreConformance(
+  { describe, it },
+  {
+    name: 'memoryRateLimitStore conformance',
+    createStore: () => {
+      const store = memoryRateLimitStore();
+      return { store, remainingTtlMs: async (key) => store.remainingTtlMs(key) };
+    },
+    // An lru-cache entry gets its TTL with every write; there is no way to lose it.
+    capabilities: { lostTtl: false },
+  },
+);
+
+runCategoryStoreConformance(
+  { describe, it },
+  { name: 'memoryCategoryStore conformance', createStore: (options) => ({ store: memoryCategoryStore(options) }) },
+);
