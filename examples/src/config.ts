@@ -5,6 +5,11 @@
  * - `PETSTORE_API_KEYS`: comma-separated `key:plan` pairs, plan one of free, pro, business, enterprise;
  *   an enterprise key may carry its custom limits as `key:enterprise:<perMinute>:<perDay>`.
  *   Without it, a random demo key on the free plan is created and printed.
+ * - `PETSTORE_REDIS_URL`: when set (e.g. `redis://127.0.0.1:6379`), categories and rate limits live in Redis,
+ *   shared by every instance; otherwise in this process's memory.
+ * - `PETSTORE_REDIS_FAILURE`: `closed` (default: 503 while Redis is unreachable) or `open` (requests proceed,
+ *   limited per process).
+ * - `PETSTORE_STANDARD_HEADERS=1`: also send the draft-standard `RateLimit` / `RateLimit-Policy` headers.
  */
 import { randomBytes } from 'node:crypto';
 import { isPlanName, type StaticApiKey } from '@petstore/core';
@@ -15,6 +20,12 @@ export interface ExampleConfig {
   apiKeys: StaticApiKey[];
   /** The generated demo key, when `PETSTORE_API_KEYS` was not set. */
   demoKey: string | undefined;
+  /** Redis URL for shared storage, or `undefined` for memory storage. */
+  redisUrl: string | undefined;
+  /** Policy while Redis is unreachable. */
+  redisFailure: 'fail-closed' | 'fail-open';
+  /** Send the draft-standard RateLimit headers too. */
+  standardHeaders: boolean;
 }
 
 /**
@@ -25,12 +36,22 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig 
   const port = env['PORT'] === undefined || env['PORT'] === '' ? 3000 : Number(env['PORT']);
   if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new Error('PORT must be a port number (0-65535)');
   const host = env['HOST'] || '127.0.0.1';
+  const redisUrl = env['PETSTORE_REDIS_URL']?.trim() || undefined;
+  const failure = env['PETSTORE_REDIS_FAILURE']?.trim() || 'closed';
+  if (failure !== 'closed' && failure !== 'open') throw new Error('PETSTORE_REDIS_FAILURE must be "closed" or "open"');
+  const common = {
+    port,
+    host,
+    redisUrl,
+    redisFailure: failure === 'open' ? ('fail-open' as const) : ('fail-closed' as const),
+    standardHeaders: env['PETSTORE_STANDARD_HEADERS'] === '1',
+  };
   const keysText = env['PETSTORE_API_KEYS']?.trim();
   if (!keysText) {
     const demoKey = `demo_${randomBytes(18).toString('base64url')}`;
-    return { port, host, apiKeys: [{ key: demoKey, plan: 'free', accountId: 'demo' }], demoKey };
+    return { ...common, apiKeys: [{ key: demoKey, plan: 'free', accountId: 'demo' }], demoKey };
   }
-  return { port, host, apiKeys: parseApiKeys(keysText), demoKey: undefined };
+  return { ...common, apiKeys: parseApiKeys(keysText), demoKey: undefined };
 }
 
 /**
@@ -55,7 +76,8 @@ export function parseApiKeys(text: string): StaticApiKey[] {
 
 /** What a server prints once listening: where, and for a demo key a ready-to-paste curl line. */
 export function startupBanner(config: ExampleConfig, url: string, framework: string): string {
-  const lines = [`petstore categories API (${framework}) listening on ${url}/v1`];
+  const storage = config.redisUrl === undefined ? 'memory storage' : `Redis storage (${redactUrl(config.redisUrl)})`;
+  const lines = [`petstore categories API (${framework}, ${storage}) listening on ${url}/v1`];
   if (config.demoKey !== undefined) {
     lines.push(
       `PETSTORE_API_KEYS is not set, so a demo key on the free plan was created for this run:`,
@@ -67,5 +89,19 @@ export function startupBanner(config: ExampleConfig, url: string, framework: str
   } else {
     lines.push(`${config.apiKeys.length} API key(s) loaded from PETSTORE_API_KEYS.`);
   }
+  if (config.redisUrl !== undefined && config.demoKey !== undefined) {
+    lines.push('Several instances share quotas only for shared keys: set the same PETSTORE_API_KEYS on each.');
+  }
   return lines.join('\n');
+}
+
+/** A Redis URL without its password, for printing. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return 'an unparseable URL';
+  }
 }

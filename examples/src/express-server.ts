@@ -7,11 +7,12 @@ import { readConfig, startupBanner } from './config.js';
 import { examplePetstore } from './petstore.js';
 
 const config = readConfig();
+const api = await examplePetstore(config);
 const app = express();
 app.get('/health', (_request, response) => {
   response.json({ status: 'ok' });
 });
-app.use('/v1', petstoreExpress({ petstore: examplePetstore(config) }));
+app.use('/v1', petstoreExpress({ petstore: api.petstore }));
 
 const server = app.listen(config.port, config.host);
 await once(server, 'listening');
@@ -19,5 +20,5 @@ const { port } = server.address() as AddressInfo;
 console.log(startupBanner(config, `http://${config.host}:${port}`, 'Express'));
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => server.close(() => process.exit(0)));
+  process.once(signal, () => server.close(() => void api.close().then(() => process.exit(0))));
 }

@@ -5,9 +5,10 @@ import { readConfig, startupBanner } from './config.js';
 import { examplePetstore } from './petstore.js';
 
 const config = readConfig();
+const api = await examplePetstore(config);
 const app = Fastify();
 app.get('/health', async () => ({ status: 'ok' }));
-await app.register(petstoreFastify, { prefix: '/v1', petstore: examplePetstore(config) });
+await app.register(petstoreFastify, { prefix: '/v1', petstore: api.petstore });
 
 await app.listen({ port: config.port, host: config.host });
 const address = app.server.address();
@@ -15,5 +16,5 @@ const port = typeof address === 'object' && address !== null ? address.port : co
 console.log(startupBanner(config, `http://${config.host}:${port}`, 'Fastify'));
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => void app.close().then(() => process.exit(0)));
+  process.once(signal, () => void app.close().then(api.close).then(() => process.exit(0)));
 }

@@ -1,0 +1,54 @@
+/**
+ * Two running examples — one Fastify, one Express — with the same PETSTORE_REDIS_URL share one quota and one
+ * set of categories, as the README's "several instances" section shows.
+ */
+import { resolveTestRedis } from '@petstore/storage-redis/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startExample, stopExamples } from './spawn-example.js';
+
+const redis = await resolveTestRedis();
+if ('skipReason' in redis) console.warn(`[examples] Redis example skipped: ${redis.skipReason}`);
+
+const run = Date.now().toString(36);
+const LIMITED_KEY = `limited-${run}`;
+const READER_KEY = `reader-${run}`;
+
+describe.skipIf('skipReason' in redis)('examples on PETSTORE_REDIS_URL', () => {
+  let urls: string[] = [];
+  beforeAll(async () => {
+    const env = {
+      PETSTORE_REDIS_URL: 'url' in redis ? redis.url : '',
+      PETSTORE_API_KEYS: `${LIMITED_KEY}:enterprise:10:1000,${READER_KEY}:pro`,
+    };
+    const started = await Promise.all([startExample('fastify-server.ts', env), startExample('express-server.ts', env)]);
+    for (const server of started) expect(server.output).toContain('Redis storage');
+    urls = started.map((server) => server.url);
+  });
+  afterAll(async () => {
+    stopExamples();
+    if ('stop' in redis) await redis.stop();
+  });
+
+  it('admits exactly the quota across both servers and lists categories created on either', async () => {
+    // Stay inside one minute window (the servers use Redis's clock, on this same machine).
+    const toMinuteEnd = 60_000 - (Date.now() % 60_000);
+    if (toMinuteEnd < 10_000) await new Promise((resolve) => setTimeout(resolve, toMinuteEnd + 100));
+    const statuses: number[] = [];
+    for (let i = 0; i < 16; i++) {
+      const response = await fetch(`${urls[i % 2]}/v1/categories`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${LIMITED_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: `${run} ${i % 2 === 0 ? 'fastify' : 'express'} ${i}` }),
+      });
+      statuses.push(response.status);
+    }
+    expect(statuses.slice(0, 10).every((status) => status === 201)).toBe(true);
+    expect(statuses.slice(10).every((status) => status === 429)).toBe(true);
+    for (const url of urls) {
+      const listed = await fetch(`${url}/v1/categories`, { headers: { authorization: `Bearer ${READER_KEY}` } });
+      const names = ((await listed.json()) as Array<{ name: string }>).map((category) => category.name);
+      expect(names.filter((name) => name.startsWith(`${run} fastify`))).toHaveLength(5);
+      expect(names.filter((name) => name.startsWith(`${run} express`))).toHaveLength(5);
+    }
+  }, 60_000);
+});

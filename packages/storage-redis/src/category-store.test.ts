@@ -1,0 +1,163 @@
+import { rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { isPetstoreError } from '@petstore/core';
+import { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
+import { categoryRedisKeys, redisCategoryStore } from './category-store.js';
+import { redisRateLimitStore } from './rate-limit-store.js';
+import { isRedisServerInstalled, startRedisServer } from './testing/redis-server.js';
+import { connect, skipRedis, track, uniquePrefix } from './test-support/redis.js';
+
+function newStore(options: { maxCategories?: number; timeoutMs?: number } = {}) {
+  const client = connect();
+  const keyPrefix = uniquePrefix();
+  return { client, keyPrefix, keys: categoryRedisKeys(keyPrefix), store: redisCategoryStore({ client, keyPrefix, ...options }) };
+}
+
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe.skipIf(skipRedis)('redisCategoryStore against Redis', () => {
+  it('gives 200 parallel creates the distinct ids 1..200 and lists them in id order', async () => {
+    const { store } = newStore();
+    expect(await store.list()).toEqual([]);
+    const created = await Promise.all(Array.from({ length: 200 }, (_, i) => store.create({ name: `c${i}` })));
+    expect(created.map((category) => category.id).sort((a, b) => a - b)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
+    const listed = await store.list();
+    expect(listed.map((category) => category.id)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
+    for (const category of created) expect(listed[category.id - 1]).toEqual(category);
+  });
+
+  it('gives parallel creates from several clients (processes) distinct ids', async () => {
+    const keyPrefix = uniquePrefix();
+    const stores = Array.from({ length: 4 }, () => redisCategoryStore({ client: connect(), keyPrefix }));
+    const created = await Promise.all(Array.from({ length: 100 }, (_, i) => stores[i % 4]!.create({ name: `c${i}` })));
+    expect(new Set(created.map((category) => category.id)).size).toBe(100);
+    expect((await stores[0]!.list()).length).toBe(100);
+  });
+
+  it('stores no description key when there is none, and the description as given when there is', async () => {
+    const { client, keys, store } = newStore();
+    const dogs = await store.create({ name: 'Dogs' });
+    const cats = await store.create({ name: 'Cats', description: 'Feline breeds' });
+    const empty = await store.create({ name: 'Birds', description: '' });
+    expect(dogs).toEqual({ id: 1, name: 'Dogs' });
+    expect('description' in dogs).toBe(false);
+    expect(cats).toEqual({ id: 2, name: 'Cats', description: 'Feline breeds' });
+    expect(empty).toEqual({ id: 3, name: 'Birds', description: '' });
+    const listed = await store.list();
+    expect(listed).toEqual([dogs, cats, empty]);
+    expect('description' in listed[0]!).toBe(false);
+    expect(await client.hgetall(keys.records)).toEqual({
+      1: '{"name":"Dogs"}',
+      2: '{"name":"Cats","description":"Feline breeds"}',
+      3: '{"name":"Birds","description":""}',
+    });
+    expect(await client.get(keys.lastId)).toBe('3');
+    expect(await client.pttl(keys.records)).toBe(-1); // data: never expires
+  });
+
+  it('refuses creates past maxCategories with storage_full and writes nothing', async () => {
+    const { client, keys, store } = newStore({ maxCategories: 2 });
+    await store.create({ name: 'a' });
+    await store.create({ name: 'b' });
+    const failures = await Promise.allSettled(Array.from({ length: 5 }, () => store.create({ name: 'overflow' })));
+    for (const failure of failures) {
+      expect(failure.status).toBe('rejected');
+      const reason = (failure as PromiseRejectedResult).reason as unknown;
+      expect(isPetstoreError(reason) && [reason.code, reason.status]).toEqual(['storage_full', 507]);
+    }
+    expect((await store.list()).map((category) => category.name)).toEqual(['a', 'b']);
+    expect(await client.get(keys.lastId)).toBe('2'); // no id was burnt
+    expect(await client.hlen(keys.records)).toBe(2);
+  });
+
+  it('gives out ids up to Number.MAX_SAFE_INTEGER and no further', async () => {
+    const { client, keys, store } = newStore();
+    await client.set(keys.lastId, String(Number.MAX_SAFE_INTEGER - 1));
+    expect((await store.create({ name: 'last' })).id).toBe(Number.MAX_SAFE_INTEGER);
+    const failure = await store.create({ name: 'one too many' }).catch((error: unknown) => error);
+    expect(isPetstoreError(failure) && failure.code).toBe('storage_full');
+    expect(await client.get(keys.lastId)).toBe(String(Number.MAX_SAFE_INTEGER));
+    expect((await store.list()).map((category) => category.id)).toEqual([Number.MAX_SAFE_INTEGER]);
+  });
+
+  it('answers a plain Error (500), not service_unavailable, when its keys hold foreign data', async () => {
+    const { client, keys, store } = newStore();
+    await client.set(keys.records, 'not a hash');
+    const failure = await store.list().catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(Error);
+    expect(isPetstoreError(failure)).toBe(false);
+    expect(String(((failure as Error).cause as Error).message)).toMatch(/WRONGTYPE/);
+  });
+});
+
+describe('redisCategoryStore when Redis fails', () => {
+  it('throws service_unavailable with Retry-After when Redis is unreachable', async () => {
+    const client = track(new Redis({ port: await closedPort(), host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0 }));
+    const store = redisCategoryStore({ client });
+    for (const call of [() => store.list(), () => store.create({ name: 'Dogs' })]) {
+      const failure = await call().catch((error: unknown) => error);
+      expect(isPetstoreError(failure) && [failure.code, failure.status, failure.retryAfterSeconds]).toEqual([
+        'service_unavailable',
+        503,
+        5,
+      ]);
+      expect((failure as Error).message).toBe('The category store is unavailable; retry later.');
+      expect((failure as Error).cause).toBeInstanceOf(Error);
+    }
+  });
+
+  it.skipIf(!isRedisServerInstalled())('both stores fail once timeoutMs passes on a paused server', async () => {
+    // A server of its own: CLIENT PAUSE would stall every other test sharing one.
+    const server = await startRedisServer();
+    try {
+      const client = track(new Redis(server.url));
+      const admin = track(new Redis(server.url));
+      const store = redisCategoryStore({ client, keyPrefix: uniquePrefix(), timeoutMs: 300 });
+      const rateLimits = redisRateLimitStore({ client, keyPrefix: uniquePrefix(), timeoutMs: 300 });
+      await store.create({ name: 'before' });
+      await admin.call('CLIENT', 'PAUSE', '2000', 'ALL');
+      const started = Date.now();
+      const failure = await store.create({ name: 'paused' }).catch((error: unknown) => error);
+      const elapsed = Date.now() - started;
+      expect(isPetstoreError(failure) && failure.code).toBe('service_unavailable');
+      expect(((failure as Error).cause as Error).name).toBe('RedisTimeoutError');
+      expect(elapsed).toBeLessThan(1900); // answered before the 2 s pause ends
+      const listFailure = await store.list().catch((error: unknown) => error);
+      expect(isPetstoreError(listFailure) && listFailure.code).toBe('service_unavailable');
+      const consumeFailure = await rateLimits
+        .consume('key:paused', { windows: [{ name: 'minute', limit: 5, windowMs: 60_000 }], nowMs: 0, ban: undefined })
+        .catch((error: unknown) => error);
+      expect(((consumeFailure as Error).cause as Error).name).toBe('RedisTimeoutError');
+    } finally {
+      await server.stop();
+    }
+  });
+});
+
+describe.skipIf(!isRedisServerInstalled())('redisCategoryStore over a server restart', () => {
+  it('keeps categories and the id counter with appendOnly', async () => {
+    const server = await startRedisServer({ appendOnly: true });
+    try {
+      const client = track(new Redis(server.url, { maxRetriesPerRequest: 5 }));
+      const store = redisCategoryStore({ client, timeoutMs: 5000 });
+      await store.create({ name: 'Dogs' });
+      await store.create({ name: 'Cats', description: 'Feline breeds' });
+      await server.restart();
+      expect(await store.list()).toEqual([
+        { id: 1, name: 'Dogs' },
+        { id: 2, name: 'Cats', description: 'Feline breeds' },
+      ]);
+      expect((await store.create({ name: 'Birds' })).id).toBe(3);
+    } finally {
+      await server.stop();
+      await rm(server.dir, { recursive: true, force: true });
+    }
+  });
+});

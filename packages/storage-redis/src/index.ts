@@ -1,0 +1,10 @@
+/**
+ * @petstore/storage-redis — category and rate-limit stores for `@petstore/core` in Redis, over an ioredis 5
+ * client you create and own. Each store operation is one Redis command (a Lua script), atomic across every
+ * process sharing the server; every rate-limit key carries a TTL.
+ *
+ * @packageDocumentation
+ */
+export * from './rate-limit-store.js';
+export * from './category-store.js';
+export { DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT_MS, RedisTimeoutError, UNAVAILABLE_RETRY_AFTER_SECONDS } from './redis-call.js';

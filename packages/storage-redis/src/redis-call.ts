@@ -1,0 +1,85 @@
+/**
+ * How both stores call Redis: a deadline on every call, and one rule for what a failure means.
+ */
+import { PetstoreError } from '@petstore/core';
+
+/** Default key prefix of both stores. */
+export const DEFAULT_KEY_PREFIX = 'petstore:';
+
+/** Default deadline of one store call, in ms (`timeoutMs` of both stores). */
+export const DEFAULT_TIMEOUT_MS = 1000;
+
+/** Default `Retry-After` of a `service_unavailable` answer from these stores, in seconds. */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * Redis error replies that mean "not now" rather than "never": the server is loading, failing over,
+ * running a long script, out of memory, or a cluster slot is moving. Any other error reply (a wrong-typed
+ * key, a script error) is a configuration or programming fault and is not retried.
+ */
+const TRANSIENT_REPLY_PREFIXES = ['LOADING', 'BUSY', 'READONLY', 'MASTERDOWN', 'TRYAGAIN', 'CLUSTERDOWN', 'NOREPLICAS', 'OOM'];
+
+/**
+ * The cause of a store failure when Redis did not answer within the deadline. The command may still run
+ * later on the server: a timed-out consume may have been charged, a timed-out create may have been written.
+ */
+export class RedisTimeoutError extends Error {
+  override readonly name = 'RedisTimeoutError';
+  /** @param timeoutMs the deadline that passed, in ms */
+  constructor(readonly timeoutMs: number) {
+    super(`Redis did not answer within ${timeoutMs} ms`);
+  }
+}
+
+/** Checks a `timeoutMs` option: a whole number of ms ≥ 1. */
+export function assertTimeoutMs(timeoutMs: number): void {
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
+    throw new TypeError(`timeoutMs must be a whole number of milliseconds >= 1, got ${String(timeoutMs)}`);
+  }
+}
+
+/** Checks a `keyPrefix` option: any string, empty included. */
+export function assertKeyPrefix(keyPrefix: string): void {
+  if (typeof keyPrefix !== 'string') throw new TypeError(`keyPrefix must be a string, got ${typeof keyPrefix}`);
+}
+
+/**
+ * Runs one Redis call under a deadline. Rejects with {@link RedisTimeoutError} when the deadline passes first;
+ * the call's own late outcome is then ignored (never an unhandled rejection).
+ */
+export async function withDeadline<T>(call: Promise<T>, timeoutMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new RedisTimeoutError(timeoutMs)), timeoutMs);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([call, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * True when a failure means Redis is unreachable, too slow or temporarily unable to serve: a timeout, a
+ * connection error (anything ioredis raises that is not an error reply), or a transient error reply.
+ */
+export function isUnavailable(error: unknown): boolean {
+  if (!(error instanceof Error)) return true;
+  if (error.name !== 'ReplyError') return true;
+  return TRANSIENT_REPLY_PREFIXES.some((prefix) => error.message.startsWith(prefix));
+}
+
+/**
+ * Wraps a failed call: `service_unavailable` (503, `Retry-After: 5`) when Redis is unavailable, else a plain
+ * Error (500). Both carry the original failure as `cause`.
+ */
+export function storeFailure(error: unknown, what: string, store: string): Error {
+  if (isUnavailable(error)) {
+    return new PetstoreError('service_unavailable', `The ${store} is unavailable; retry later.`, {
+      retryAfterSeconds: UNAVAILABLE_RETRY_AFTER_SECONDS,
+      cause: error,
+    });
+  }
+  return new Error(`Redis refused the ${store}'s ${what}`, { cause: error });
+}

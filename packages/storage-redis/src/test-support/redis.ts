@@ -1,0 +1,60 @@
+/**
+ * Helpers for this package's tests: the Redis under test, clients that are closed after each test, and a
+ * unique key prefix per store so tests never collide (its keys are deleted after the test).
+ */
+import { randomUUID } from 'node:crypto';
+import { Redis, type RedisOptions } from 'ioredis';
+import { afterEach, inject } from 'vitest';
+
+/** URL of the Redis under test, or `null` when skipped. */
+export const redisUrl = inject('redisUrl');
+/** True when there is no Redis for this run (the reason is printed by the global setup). */
+export const skipRedis = redisUrl === null;
+
+const openClients = new Set<Redis>();
+const usedPrefixes = new Set<string>();
+
+afterEach(async () => {
+  const prefixes = [...usedPrefixes];
+  usedPrefixes.clear();
+  if (redisUrl !== null && prefixes.length > 0) {
+    // A REDIS_URL server may be shared and long-lived: leave nothing behind.
+    const cleaner = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+    try {
+      for (const prefix of prefixes) {
+        for await (const keys of cleaner.scanStream({ match: `${prefix}*`, count: 500 })) {
+          if ((keys as string[]).length > 0) await cleaner.unlink(...(keys as string[]));
+        }
+      }
+    } finally {
+      cleaner.disconnect();
+    }
+  }
+  const clients = [...openClients];
+  openClients.clear();
+  await Promise.all(
+    clients.map(async (client) => {
+      if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
+      else client.disconnect();
+    }),
+  );
+});
+
+/** A client to the Redis under test, closed after the current test. */
+export function connect(options: RedisOptions = {}): Redis {
+  return track(new Redis(redisUrl ?? 'redis://127.0.0.1:1', { maxRetriesPerRequest: 1, ...options }));
+}
+
+/** Closes `client` after the current test. */
+export function track(client: Redis): Redis {
+  openClients.add(client);
+  client.on('error', () => {}); // connection errors are asserted through the stores, not logged
+  return client;
+}
+
+/** A key prefix no other test uses; its keys are deleted after the current test. */
+export function uniquePrefix(): string {
+  const prefix = `test:${randomUUID()}:`;
+  usedPrefixes.add(prefix);
+  return prefix;
+}

@@ -1,0 +1,129 @@
+/**
+ * App instances for the Redis suites: separate Fastify and Express servers on real sockets, each with its own
+ * Redis client and its own petstore, sharing nothing but Redis.
+ */
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { petstoreExpress } from '@petstore/adapter-express';
+import { petstoreFastify } from '@petstore/adapter-fastify';
+import { createPetstore, staticApiKeys, type CategoryStore, type StaticApiKey, type StoreFailurePolicy } from '@petstore/core';
+import { redisCategoryStore, redisRateLimitStore } from '@petstore/storage-redis';
+import express from 'express';
+import Fastify from 'fastify';
+import { Redis } from 'ioredis';
+
+/** One running app instance. */
+export interface Instance {
+  name: string;
+  origin: string;
+  close(): Promise<void>;
+}
+
+/** How to build one instance. */
+export interface InstanceOptions {
+  framework: 'fastify' | 'express';
+  redisUrl: string;
+  keyPrefix: string;
+  apiKeys: StaticApiKey[];
+  onStoreFailure?: StoreFailurePolicy;
+  /** Category store override (default: Redis). */
+  categories?: CategoryStore;
+}
+
+/**
+ * Starts one instance. Its Redis client does not queue commands while disconnected (they fail at once, and
+ * the failure policy answers) and reconnects by itself.
+ */
+export async function startInstance(options: InstanceOptions): Promise<Instance> {
+  const client = new Redis(options.redisUrl, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    lazyConnect: true,
+    retryStrategy: (attempt) => Math.min(attempt * 100, 1000),
+  });
+  client.on('error', () => undefined);
+  await client.connect();
+  const petstore = createPetstore({
+    apiKeys: staticApiKeys(options.apiKeys),
+    categories: options.categories ?? redisCategoryStore({ client, keyPrefix: options.keyPrefix, timeoutMs: 1000 }),
+    rateLimit: {
+      store: redisRateLimitStore({ client, keyPrefix: options.keyPrefix, timeoutMs: 1000 }),
+      ...(options.onStoreFailure ? { onStoreFailure: options.onStoreFailure } : {}),
+      onStoreError: () => undefined,
+    },
+    onInternalError: () => undefined,
+  });
+  const closeClient = async () => {
+    await client.quit().catch(() => client.disconnect());
+  };
+  if (options.framework === 'fastify') {
+    const app = Fastify();
+    await app.register(petstoreFastify, { prefix: '/v1', petstore });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as AddressInfo;
+    return {
+      name: `fastify:${port}`,
+      origin: `http://127.0.0.1:${port}`,
+      close: async () => {
+        await app.close();
+        await closeClient();
+      },
+    };
+  }
+  const app = express();
+  app.use('/v1', petstoreExpress({ petstore }));
+  const server = app.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  return {
+    name: `express:${port}`,
+    origin: `http://127.0.0.1:${port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await closeClient();
+    },
+  };
+}
+
+/** A request's outcome: status, lowercase headers, and the parsed body. */
+export interface Answer {
+  status: number;
+  headers: Record<string, string>;
+  body: unknown;
+}
+
+/** Sends one request to an instance. */
+export async function call(
+  instance: Instance,
+  path: string,
+  init: { method?: string; apiKey?: string; json?: unknown } = {},
+): Promise<Answer> {
+  const headers: Record<string, string> = {};
+  if (init.apiKey) headers['authorization'] = `Bearer ${init.apiKey}`;
+  if (init.json !== undefined) headers['content-type'] = 'application/json';
+  const response = await fetch(`${instance.origin}${path}`, {
+    method: init.method ?? (init.json === undefined ? 'GET' : 'POST'),
+    headers,
+    ...(init.json === undefined ? {} : { body: JSON.stringify(init.json) }),
+  });
+  const text = await response.text();
+  const answerHeaders: Record<string, string> = {};
+  response.headers.forEach((value, name) => {
+    answerHeaders[name] = value;
+  });
+  return { status: response.status, headers: answerHeaders, body: text === '' ? undefined : JSON.parse(text) };
+}
+
+/** Waits until Redis's clock is at least `marginMs` away from the end of the current minute. */
+export async function awayFromMinuteEnd(redisUrl: string, marginMs: number): Promise<void> {
+  const client = new Redis(redisUrl);
+  try {
+    const [seconds, micros] = (await client.time()) as [string | number, string | number];
+    const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    const toMinuteEnd = 60_000 - (nowMs % 60_000);
+    if (toMinuteEnd < marginMs) await new Promise((resolve) => setTimeout(resolve, toMinuteEnd + 50));
+  } finally {
+    client.disconnect();
+  }
+}

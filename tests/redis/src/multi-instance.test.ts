@@ -1,0 +1,87 @@
+/**
+ * Several app instances, one quota: 2 Fastify and 2 Express servers share one Redis, and a burst spread over
+ * all of them on one Free key admits exactly the minute quota.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { awayFromMinuteEnd, call, startInstance, type Instance } from './instances.js';
+
+const redisUrl = inject('redisUrl');
+const FREE_KEY = 'multi-instance-free-key';
+const PRO_KEY = 'multi-instance-pro-key';
+
+describe.skipIf(redisUrl === undefined)('several instances sharing one Redis', () => {
+  const instances: Instance[] = [];
+  beforeAll(async () => {
+    const keyPrefix = `petstore-test:${randomUUID()}:`;
+    const apiKeys = [
+      { key: FREE_KEY, plan: 'free' as const },
+      { key: PRO_KEY, plan: 'pro' as const },
+    ];
+    for (const framework of ['fastify', 'express', 'fastify', 'express'] as const) {
+      instances.push(await startInstance({ framework, redisUrl: redisUrl as string, keyPrefix, apiKeys }));
+    }
+  });
+  afterAll(async () => {
+    await Promise.all(instances.map((instance) => instance.close()));
+  });
+
+  it('admits exactly 60 of 500 parallel requests on one Free key spread over 4 instances', async () => {
+    // A fixed minute window that ends during the burst would admit a second quota: start well inside one.
+    await awayFromMinuteEnd(redisUrl as string, 15_000);
+    const answers = await Promise.all(
+      Array.from({ length: 500 }, (_, i) =>
+        call(instances[i % instances.length] as Instance, '/v1/categories', { apiKey: FREE_KEY }),
+      ),
+    );
+    const byStatus = (status: number) => answers.filter((answer) => answer.status === status);
+    expect(byStatus(200)).toHaveLength(60);
+    expect(byStatus(429)).toHaveLength(440);
+    expect(byStatus(500)).toHaveLength(0);
+    // Atomic across instances: rejections 1–19 are rate_limited, the 20th starts the ban (default policy).
+    const codes = byStatus(429).map((answer) => (answer.body as { code: string }).code);
+    expect(codes.filter((code) => code === 'rate_limited')).toHaveLength(19);
+    expect(codes.filter((code) => code === 'temporarily_banned')).toHaveLength(421);
+    for (const answer of answers) {
+      expect(answer.headers['x-ratelimit-limit']).toBe('60');
+    }
+    // Every instance admitted some of the 60: the quota is shared, not split.
+    const admittedRemaining = byStatus(200).map((answer) => Number(answer.headers['x-ratelimit-remaining']));
+    expect(new Set(admittedRemaining)).toEqual(new Set(Array.from({ length: 60 }, (_, i) => i)));
+  });
+
+  it('gives the same rate-limit headers on every instance', async () => {
+    await awayFromMinuteEnd(redisUrl as string, 2_000);
+    const answers = await Promise.all(
+      instances.map((instance) => call(instance, '/v1/categories', { apiKey: PRO_KEY })),
+    );
+    const remaining = answers.map((answer) => Number(answer.headers['x-ratelimit-remaining'])).sort((a, b) => b - a);
+    expect(remaining).toEqual([299, 298, 297, 296]);
+    expect(new Set(answers.map((answer) => answer.headers['x-ratelimit-limit']))).toEqual(new Set(['300']));
+    expect(new Set(answers.map((answer) => answer.headers['x-ratelimit-reset'])).size).toBe(1);
+    const banned = await Promise.all(instances.map((instance) => call(instance, '/v1/categories', { apiKey: FREE_KEY })));
+    for (const answer of banned) {
+      expect(answer.status).toBe(429);
+      expect(answer.body).toMatchObject({ code: 'temporarily_banned', status: 429 });
+      expect(answer.headers['x-ratelimit-remaining']).toBe('0');
+    }
+    expect(new Set(banned.map((answer) => answer.headers['x-ratelimit-reset'])).size).toBe(1);
+    const retryAfter = banned.map((answer) => Number(answer.headers['retry-after']));
+    expect(Math.max(...retryAfter) - Math.min(...retryAfter)).toBeLessThanOrEqual(1);
+  });
+
+  it('shares categories: parallel creates on all instances get distinct ids, and every instance lists them all', async () => {
+    const created = await Promise.all(
+      Array.from({ length: 100 }, (_, i) =>
+        call(instances[i % instances.length] as Instance, '/v1/categories', { apiKey: PRO_KEY, json: { name: `shared ${i}` } }),
+      ),
+    );
+    expect(created.every((answer) => answer.status === 201)).toBe(true);
+    const ids = created.map((answer) => (answer.body as { id: number }).id);
+    expect(new Set(ids).size).toBe(100);
+    for (const instance of instances) {
+      const listed = await call(instance, '/v1/categories', { apiKey: PRO_KEY });
+      expect((listed.body as Array<{ id: number }>).map((category) => category.id)).toEqual([...ids].sort((a, b) => a - b));
+    }
+  });
+});
