@@ -1,12 +1,11 @@
 import { rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { isPetstoreError } from '@petstore/core';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { categoryRedisKeys, redisCategoryStore } from './category-store.js';
 import { redisRateLimitStore } from './rate-limit-store.js';
 import { isRedisServerInstalled, startRedisServer } from './testing/redis-server.js';
-import { connect, skipRedis, track, uniquePrefix } from './test-support/redis.js';
+import { closedPort, connect, skipRedis, track, uniquePrefix } from './test-support/redis.js';
 
 function newStore(options: { maxCategories?: number; timeoutMs?: number } = {}) {
   const client = connect();
@@ -14,13 +13,6 @@ function newStore(options: { maxCategories?: number; timeoutMs?: number } = {}) 
   return { client, keyPrefix, keys: categoryRedisKeys(keyPrefix), store: redisCategoryStore({ client, keyPrefix, ...options }) };
 }
 
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 describe.skipIf(skipRedis)('redisCategoryStore against Redis', () => {
   it('gives 200 parallel creates the distinct ids 1..200 and lists them in id order', async () => {

@@ -1,4 +1,3 @@
-import { createServer } from 'node:net';
 import {
   DAY_MS,
   MINUTE_MS,
@@ -14,7 +13,7 @@ import {
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { redisRateLimitStore, rateLimitRedisKey, type RedisRateLimitStoreOptions } from './rate-limit-store.js';
-import { connect, skipRedis, track, uniquePrefix } from './test-support/redis.js';
+import { closedPort, connect, skipRedis, track, uniquePrefix } from './test-support/redis.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const BAN: BanPolicy = { rejectedThreshold: 3, intervalMs: MINUTE_MS, durationMs: 10 * MINUTE_MS };
@@ -32,14 +31,6 @@ function newStore(options: Partial<RedisRateLimitStoreOptions> = {}) {
   return { client, keyPrefix, store: redisRateLimitStore({ client, keyPrefix, ...options }) };
 }
 
-/** A port on 127.0.0.1 where nothing listens. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
   it('admits exactly the quota under a burst of 500 parallel consumes', async () => {

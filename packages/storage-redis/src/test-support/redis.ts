@@ -3,6 +3,7 @@
  * unique key prefix per store so tests never collide (its keys are deleted after the test).
  */
 import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:net';
 import { Redis, type RedisOptions } from 'ioredis';
 import { afterEach, inject } from 'vitest';
 
@@ -57,4 +58,13 @@ export function uniquePrefix(): string {
   const prefix = `test:${randomUUID()}:`;
   usedPrefixes.add(prefix);
   return prefix;
+}
+
+/** A port on 127.0.0.1 where nothing listens. */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
 }
