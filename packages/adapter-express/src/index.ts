@@ -17,9 +17,20 @@ import {
   type PetstoreOptions,
   type PetstoreRequestBody,
   type PetstoreResponse,
+  type Principal,
 } from '@petstore/core';
 import { nodeRequestBody, nodeRequestHasBody } from '@petstore/core/node';
-import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
+import { Router, type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Express {
+    interface Locals {
+      /** The caller admitted by `petstoreGuard`. */
+      petstorePrincipal?: Principal;
+    }
+  }
+}
 
 /** Options of {@link petstoreExpress}: a ready `petstore` (from `createPetstore`), or the options to create one. */
 export type PetstoreExpressOptions = { petstore: Petstore } | PetstoreOptions;
@@ -87,6 +98,32 @@ function send(response: Response, result: PetstoreResponse): void {
   response.status(result.status);
   for (const [name, value] of Object.entries(result.headers)) response.setHeader(name, value);
   response.end(result.body);
+}
+
+/**
+ * A middleware that protects a host route with the API's own authentication and rate limits — the same keys,
+ * plans, quotas, `X-RateLimit-*` headers and Error bodies (401, 429, 503). Rate limiting runs after
+ * authentication. Admitted requests get the rate-limit headers on their response and the caller in
+ * `res.locals.petstorePrincipal`; refused ones are answered here.
+ *
+ * ```ts
+ * app.get('/reports', petstoreGuard(petstore), (req, res) => res.json(res.locals.petstorePrincipal));
+ * ```
+ */
+export function petstoreGuard(petstore: Petstore): RequestHandler {
+  return (request, response, next) => {
+    petstore
+      .guard({ method: request.method, path: request.originalUrl, headers: request.headers, clientAddress: request.ip })
+      .then((result) => {
+        if (!result.allowed) {
+          send(response, result.response);
+          return;
+        }
+        for (const [name, value] of Object.entries(result.headers)) response.setHeader(name, value);
+        response.locals.petstorePrincipal = result.principal;
+        next();
+      }, next);
+  };
 }
 
 export default petstoreExpress;

@@ -1,11 +1,11 @@
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { createPetstore, staticApiKeys } from '@petstore/core';
+import { createPetstore, staticApiKeys, type Petstore } from '@petstore/core';
 import { fakeClock } from '@petstore/core/testing';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
 import express, { type Express } from 'express';
 import { afterEach, describe, expect, it } from 'vitest';
-import { petstoreExpress } from './index.js';
+import { petstoreExpress, petstoreGuard } from './index.js';
 
 const auth = { authorization: 'Bearer test-key' };
 const closers: Array<() => void> = [];
@@ -83,5 +83,30 @@ describe('petstoreExpress', () => {
     expect(await from('198.51.100.1')).toBe('29');
     expect(await from('198.51.100.1')).toBe('28');
     expect(await from('198.51.100.2')).toBe('29');
+  });
+
+  it('guards host routes with the same keys, limits, headers and errors', async () => {
+    const petstore: Petstore = createPetstore({
+      apiKeys: staticApiKeys([{ key: 'test-key', plan: 'free', accountId: 'acme' }]),
+      categories: memoryCategoryStore(),
+      rateLimit: { store: memoryRateLimitStore() },
+      clock: fakeClock(),
+    });
+    const app = express();
+    app.get('/reports', petstoreGuard(petstore), (_request, response) => {
+      response.json({ accountId: response.locals.petstorePrincipal?.accountId });
+    });
+    app.use('/v1', petstoreExpress({ petstore }));
+    const base = await serve(app);
+    const admitted = await fetch(`${base}/reports`, { headers: auth });
+    expect(admitted.status).toBe(200);
+    expect(await admitted.json()).toEqual({ accountId: 'acme' });
+    expect(admitted.headers.get('x-ratelimit-remaining')).toBe('59');
+    const api = await fetch(`${base}/v1/categories`, { headers: auth });
+    expect(api.headers.get('x-ratelimit-remaining')).toBe('58');
+    const refused = await fetch(`${base}/reports`, { headers: { authorization: 'Bearer nope' } });
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toEqual({ code: 'unauthorized', message: 'The API key is invalid.', status: 401 });
+    expect(refused.headers.get('www-authenticate')).toContain('error="invalid_token"');
   });
 });

@@ -11,9 +11,15 @@
  *
  * @packageDocumentation
  */
-import { createPetstore, type Petstore, type PetstoreOptions, type PetstoreResponse } from '@petstore/core';
+import {
+  createPetstore,
+  type Petstore,
+  type PetstoreOptions,
+  type PetstoreResponse,
+  type Principal,
+} from '@petstore/core';
 import { nodeRequestBody } from '@petstore/core/node';
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest, HTTPMethods, onRequestAsyncHookHandler } from 'fastify';
 
 /**
  * Options of {@link petstoreFastify}: either a ready `petstore` (from `createPetstore`), or the options to
@@ -47,9 +53,8 @@ const mountPetstore: FastifyPluginAsync<PetstoreFastifyOptions> = async (fastify
     headers: request.headers,
     body,
     clientAddress: request.ip,
+    logger: request.log,
   });
-  const send = (reply: FastifyReply, answer: PetstoreResponse) =>
-    reply.code(answer.status).headers(answer.headers).send(answer.body);
 
   const handler = async (request: FastifyRequest, reply: FastifyReply) =>
     send(reply, await petstore.handle(toCore(request)));
@@ -69,5 +74,43 @@ const mountPetstore: FastifyPluginAsync<PetstoreFastifyOptions> = async (fastify
     ),
   );
 };
+
+const send = (reply: FastifyReply, answer: PetstoreResponse) =>
+  reply.code(answer.status).headers(answer.headers).send(answer.body);
+
+const principals = new WeakMap<FastifyRequest, Principal>();
+
+/**
+ * An `onRequest` hook that protects a host route with the API's own authentication and rate limits — the
+ * same keys, plans, quotas, `X-RateLimit-*` headers and Error bodies (401, 429, 503). Rate limiting runs
+ * after authentication. Admitted requests carry the rate-limit headers on their reply; read the caller with
+ * {@link principalOf}. Events are logged through `request.log`.
+ *
+ * ```ts
+ * app.get('/reports', { onRequest: petstoreGuard(petstore) }, async (request) => principalOf(request));
+ * ```
+ */
+export function petstoreGuard(petstore: Petstore): onRequestAsyncHookHandler {
+  return async (request, reply) => {
+    const result = await petstore.guard({
+      method: request.method,
+      path: request.url,
+      headers: request.headers,
+      clientAddress: request.ip,
+      logger: request.log,
+    });
+    if (!result.allowed) {
+      await send(reply, result.response);
+      return;
+    }
+    reply.headers(result.headers);
+    principals.set(request, result.principal);
+  };
+}
+
+/** The principal {@link petstoreGuard} admitted for this request, or `undefined` when it did not run. */
+export function principalOf(request: FastifyRequest): Principal | undefined {
+  return principals.get(request);
+}
 
 export default petstoreFastify;

@@ -3,7 +3,7 @@ import { fakeClock } from '@petstore/core/testing';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { petstoreFastify } from './index.js';
+import { petstoreFastify, petstoreGuard, principalOf } from './index.js';
 
 const auth = { authorization: 'Bearer test-key' };
 const newPetstore = (): Petstore =>
@@ -92,5 +92,39 @@ describe('petstoreFastify', () => {
     const created = await app.inject({ method: 'POST', url: '/v1/categories', headers: auth, payload: { name: 'Dogs' } });
     expect(created.statusCode).toBe(201);
     expect(created.json()).toEqual({ id: 1, name: 'Dogs' });
+  });
+
+  it('guards host routes with the same keys, limits, headers and errors', async () => {
+    const petstore = newPetstore();
+    const app = Fastify();
+    app.get('/reports', { onRequest: petstoreGuard(petstore) }, async (request) => ({
+      accountId: principalOf(request)?.accountId,
+    }));
+    await app.register(petstoreFastify, { prefix: '/v1', petstore });
+    const admitted = await app.inject({ url: '/reports', headers: auth });
+    expect(admitted.statusCode).toBe(200);
+    expect(admitted.json()).toEqual({ accountId: expect.any(String) });
+    expect(admitted.headers['x-ratelimit-limit']).toBe('300');
+    expect(admitted.headers['x-ratelimit-remaining']).toBe('299');
+    // One quota for the API and the guarded host route.
+    const api = await app.inject({ url: '/v1/categories', headers: auth });
+    expect(api.headers['x-ratelimit-remaining']).toBe('298');
+    const refused = await app.inject({ url: '/reports' });
+    expect(refused.statusCode).toBe(401);
+    expect(refused.json()).toEqual({ code: 'unauthorized', message: expect.any(String), status: 401 });
+    expect(refused.headers['www-authenticate']).toBe('Bearer realm="petstore"');
+    expect(refused.headers['x-ratelimit-limit']).toBe('30');
+  });
+
+  it('logs events through request.log', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const app = Fastify({
+      logger: { level: 'info', stream: { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) } },
+    });
+    await app.register(petstoreFastify, { prefix: '/v1', petstore: newPetstore() });
+    await app.inject({ url: '/v1/categories', headers: { authorization: 'Bearer wrong-key' } });
+    const event = lines.find((line) => line['msg'] === 'petstore: request without a valid API key');
+    expect(event).toMatchObject({ level: 30, reqId: expect.any(String), petstore: { type: 'unauthorized', presentedKey: true } });
+    expect(JSON.stringify(lines)).not.toContain('wrong-key');
   });
 });

@@ -9,10 +9,12 @@ const EXPECTED_STATUS: Record<ErrorCode, number> = {
   unauthorized: 401,
   not_found: 404,
   method_not_allowed: 405,
+  gone: 410,
   payload_too_large: 413,
   rate_limited: 429,
   temporarily_banned: 429,
   internal_error: 500,
+  not_implemented: 501,
   service_unavailable: 503,
   storage_full: 507,
 };

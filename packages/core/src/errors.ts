@@ -15,10 +15,12 @@
  * - `unauthorized` 401: the API key is missing or invalid (SPEC §5).
  * - `not_found` 404: no operation at this path under the API prefix.
  * - `method_not_allowed` 405: the path exists but not with this method; the answer carries `Allow`.
+ * - `gone` 410: the operation is past its sunset date (SPEC §9, RFC 8594).
  * - `payload_too_large` 413: the body is over the configured limit (default 1 MiB).
  * - `rate_limited` 429: a rate-limit window is exhausted (SPEC §8 rule 1); carries `Retry-After`.
  * - `temporarily_banned` 429: the key kept sending after being limited (SPEC §8 rule 3); carries `Retry-After`.
  * - `internal_error` 500: an unexpected failure; the message never says more than that.
+ * - `not_implemented` 501: the operation exists but the host application supplied no handler for it.
  * - `service_unavailable` 503: a store is unreachable or too slow; nothing was done; carries `Retry-After`.
  * - `storage_full` 507: the category store has reached its configured capacity; nothing was written.
  */
@@ -29,10 +31,12 @@ export const ERROR_STATUS = {
   unauthorized: 401,
   not_found: 404,
   method_not_allowed: 405,
+  gone: 410,
   payload_too_large: 413,
   rate_limited: 429,
   temporarily_banned: 429,
   internal_error: 500,
+  not_implemented: 501,
   service_unavailable: 503,
   storage_full: 507,
 } as const satisfies Record<string, number>;

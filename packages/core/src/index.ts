@@ -19,6 +19,26 @@ export * from './rate-limit/engine.js';
 export * from './storage/category-store.js';
 export * from './http/types.js';
 export { DEFAULT_BODY_LIMIT_BYTES, assertJsonContentType, headerValue, readJsonBody } from './http/body.js';
-export { matchRoute, type OperationId, type RouteMatch } from './http/operations.js';
-export { createPetstore, type Petstore, type PetstoreOptions } from './http/pipeline.js';
+export {
+  OPERATIONS,
+  matchRoute,
+  type HostOperationId,
+  type OperationDefinition,
+  type OperationId,
+  type RouteMatch,
+  type Stability,
+} from './http/operations.js';
+export * from './http/deprecation.js';
+export * from './http/events.js';
+export * from './openapi/document.js';
+export {
+  createPetstore,
+  type GuardRequest,
+  type GuardResult,
+  type HostOperationContext,
+  type HostOperationHandler,
+  type HostOperationResult,
+  type Petstore,
+  type PetstoreOptions,
+} from './http/pipeline.js';
 export { readWebStream } from './http/fetch.js';

@@ -19,22 +19,27 @@ export const CATEGORY_NAME_MAX_LENGTH = 100;
 /** Longest accepted category description, in characters (grapheme clusters). */
 export const CATEGORY_DESCRIPTION_MAX_LENGTH = 1000;
 
-// C0 controls, DEL and C1 controls: invisible in listings and a common injection vector in logs.
-const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/u;
+// No C0 controls, DEL or C1 controls: invisible in listings and a common injection vector in logs. A regex (not
+// a custom check) so the OpenAPI description carries it as `pattern`.
+const NO_CONTROL_CHARACTERS = /^[^\u0000-\u001f\u007f-\u009f]*$/;
 
 /** NewCategory (SPEC §2): the request body of `createCategory`. */
 export const NewCategorySchema = v.strictObject(
   {
     name: v.pipe(
       v.string('must be a string'),
+      v.description(
+        `The category name. Leading and trailing whitespace is removed; then 1 to ${CATEGORY_NAME_MAX_LENGTH} characters (grapheme clusters), no control characters.`,
+      ),
       v.trim(),
       v.minLength(1, 'must not be empty or only whitespace'),
       v.maxGraphemes(CATEGORY_NAME_MAX_LENGTH, `must be at most ${CATEGORY_NAME_MAX_LENGTH} characters`),
-      v.check((name) => !CONTROL_CHARACTER.test(name), 'must not contain control characters'),
+      v.regex(NO_CONTROL_CHARACTERS, 'must not contain control characters'),
     ),
     description: v.optional(
       v.pipe(
         v.string('must be a string'),
+        v.description(`A short description of the category: at most ${CATEGORY_DESCRIPTION_MAX_LENGTH} characters (grapheme clusters).`),
         v.maxGraphemes(
           CATEGORY_DESCRIPTION_MAX_LENGTH,
           `must be at most ${CATEGORY_DESCRIPTION_MAX_LENGTH} characters`,
@@ -50,16 +55,21 @@ export const NewCategorySchema = v.strictObject(
 
 /** Category (SPEC §2): `id` is an int64 assigned by the service; in this library always a safe integer ≥ 1. */
 export const CategorySchema = v.strictObject({
-  id: v.pipe(v.number(), v.safeInteger(), v.minValue(1)),
-  name: v.string(),
-  description: v.optional(v.string()),
+  id: v.pipe(
+    v.number(),
+    v.safeInteger(),
+    v.minValue(1),
+    v.description('Assigned by the service on creation (int64; always a safe JavaScript integer).'),
+  ),
+  name: v.pipe(v.string(), v.description('The category name.')),
+  description: v.optional(v.pipe(v.string(), v.description('A short description of the category.'))),
 });
 
 /** Error (SPEC §2): the body of every error answer. */
 export const ErrorBodySchema = v.strictObject({
-  code: v.picklist(ERROR_CODES),
-  message: v.string(),
-  status: v.pipe(v.number(), v.integer(), v.minValue(400), v.maxValue(599)),
+  code: v.pipe(v.picklist(ERROR_CODES), v.description('Machine-readable error code.')),
+  message: v.pipe(v.string(), v.description('Human-readable description of the error.')),
+  status: v.pipe(v.number(), v.integer(), v.minValue(400), v.maxValue(599), v.description('The HTTP status code.')),
 });
 
 /** A NewCategory after validation: `name` trimmed, `description` present only when sent. */

@@ -1,38 +1,97 @@
 /**
- * The API's operations (SPEC §4) and where they live below the prefix.
+ * The API's operations (SPEC §1, §4, §9): where each lives below the prefix, who implements it, and what is
+ * public. One table drives routing and the OpenAPI description, so they cannot drift.
  */
 
-/** The operationIds of SPEC §4. */
-export type OperationId = 'listCategories' | 'createCategory';
+/** The operationIds of the service. `getPetById` and `listStoreOrders` are implemented by the host. */
+export type OperationId = 'listCategories' | 'createCategory' | 'getPetById' | 'listStoreOrders' | 'getOpenApiDocument';
 
-/** Operations by path, then by method. HEAD is answered like GET without a body (RFC 9110 §9.3.2). */
-const ROUTES: ReadonlyMap<string, ReadonlyMap<string, OperationId>> = new Map([
-  [
-    '/categories',
-    new Map<string, OperationId>([
-      ['GET', 'listCategories'],
-      ['HEAD', 'listCategories'],
-      ['POST', 'createCategory'],
-    ]),
-  ],
-]);
+/** Operations whose handlers the host application supplies (SPEC §1 shows only that they exist). */
+export type HostOperationId = 'getPetById' | 'listStoreOrders';
+
+/** Stability markers carried in the `x-stability` extension (SPEC §9). */
+export type Stability = 'experimental' | 'beta';
+
+/** One operation of the table. */
+export interface OperationDefinition {
+  operationId: OperationId;
+  method: 'GET' | 'POST';
+  /** Path template below the prefix, OpenAPI style: `/pets/{petId}`. */
+  path: string;
+  tag: 'categories' | 'pets' | 'store' | 'meta';
+  summary: string;
+  /** `true`: answered without an API key (still rate limited). */
+  public: boolean;
+  /** `true`: the host application supplies the handler; without one the answer is 501. */
+  host: boolean;
+}
+
+/** Every operation, in the order the OpenAPI description lists them. */
+export const OPERATIONS: readonly OperationDefinition[] = Object.freeze([
+  { operationId: 'listCategories', method: 'GET', path: '/categories', tag: 'categories', summary: 'List categories', public: false, host: false },
+  { operationId: 'createCategory', method: 'POST', path: '/categories', tag: 'categories', summary: 'Create a category', public: false, host: false },
+  { operationId: 'getPetById', method: 'GET', path: '/pets/{petId}', tag: 'pets', summary: 'Get a pet by id', public: false, host: true },
+  { operationId: 'listStoreOrders', method: 'GET', path: '/store/orders', tag: 'store', summary: 'List store orders', public: false, host: true },
+  { operationId: 'getOpenApiDocument', method: 'GET', path: '/openapi.json', tag: 'meta', summary: 'This OpenAPI description', public: true, host: false },
+] satisfies OperationDefinition[]);
 
 /** What routing found for a method and path. */
 export type RouteMatch =
-  | { kind: 'operation'; operationId: OperationId }
+  | { kind: 'operation'; operation: OperationDefinition; params: Record<string, string> }
   | { kind: 'not_found' }
   | { kind: 'method_not_allowed'; allow: string };
 
+interface CompiledPath {
+  pattern: RegExp;
+  paramNames: string[];
+  methods: Map<string, OperationDefinition>;
+}
+
+// Path parameters match one non-empty segment; values are percent-decoded.
+const COMPILED: CompiledPath[] = (() => {
+  const byPath = new Map<string, CompiledPath>();
+  for (const operation of OPERATIONS) {
+    let compiled = byPath.get(operation.path);
+    if (compiled === undefined) {
+      const paramNames: string[] = [];
+      const source = operation.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{(\w+)\}/g, (_match, name: string) => {
+        paramNames.push(name);
+        return '([^/]+)';
+      });
+      compiled = { pattern: new RegExp(`^${source}$`), paramNames, methods: new Map() };
+      byPath.set(operation.path, compiled);
+    }
+    compiled.methods.set(operation.method, operation);
+    // HEAD is answered like GET without a body (RFC 9110 §9.3.2).
+    if (operation.method === 'GET') compiled.methods.set('HEAD', operation);
+  }
+  return [...byPath.values()];
+})();
+
 /**
  * Finds the operation for a method and a path below the prefix (query string ignored). Paths match exactly:
- * `/categories/` (trailing slash) is not `/categories`.
+ * `/categories/` (trailing slash) is not `/categories`. A path parameter that is not valid percent-encoding
+ * does not match.
  */
 export function matchRoute(method: string, path: string): RouteMatch {
   const queryStart = path.indexOf('?');
   const pathname = queryStart === -1 ? path : path.slice(0, queryStart);
-  const methods = ROUTES.get(pathname);
-  if (methods === undefined) return { kind: 'not_found' };
-  const operationId = methods.get(method.toUpperCase());
-  if (operationId === undefined) return { kind: 'method_not_allowed', allow: [...methods.keys()].join(', ') };
-  return { kind: 'operation', operationId };
+  for (const compiled of COMPILED) {
+    const match = compiled.pattern.exec(pathname);
+    if (match === null) continue;
+    const operation = compiled.methods.get(method.toUpperCase());
+    if (operation === undefined) {
+      return { kind: 'method_not_allowed', allow: [...compiled.methods.keys()].join(', ') };
+    }
+    const params: Record<string, string> = {};
+    for (const [index, name] of compiled.paramNames.entries()) {
+      try {
+        params[name] = decodeURIComponent(match[index + 1] as string);
+      } catch {
+        return { kind: 'not_found' };
+      }
+    }
+    return { kind: 'operation', operation, params };
+  }
+  return { kind: 'not_found' };
 }

@@ -3,27 +3,70 @@
  *
  * Order of the steps, for every request below the prefix:
  * 1. authentication (SPEC §5): the bearer API key is resolved to a principal, or not;
- * 2. rate limiting (SPEC §8): charged to the key, or to the client address when there is no valid key;
- *    over the limit → 429 (`rate_limited` / `temporarily_banned`) with `Retry-After`;
- * 3. no valid key → 401 with `WWW-Authenticate` (nothing is created);
+ * 2. rate limiting (SPEC §8), after authentication: charged to the key, or to the client address when there
+ *    is no valid key; over the limit → 429 (`rate_limited` / `temporarily_banned`) with `Retry-After`;
+ * 3. no valid key → 401 with `WWW-Authenticate` (nothing is created), except for public operations
+ *    (`GET /openapi.json`);
  * 4. routing: unknown path → 404, known path with another method → 405 with `Allow`;
- * 5. for createCategory: content type → 400, body size → 413, JSON → 400, NewCategory validation → 400;
- * 6. the operation itself (200 / 201).
+ * 5. deprecation headers; past the sunset → 410;
+ * 6. for createCategory: content type → 400, body size → 413, JSON → 400, NewCategory validation → 400;
+ *    for host operations: path parameters → 400, no handler → 501;
+ * 7. the operation itself.
  * Every answer carries the `X-RateLimit-*` headers once step 2 has run; every error answer has the Error
- * body of SPEC §2 and nothing more.
+ * body of SPEC §2 and nothing more. Steps 1–3 are also offered alone, as {@link Petstore.guard}, for the
+ * host's own routes.
  */
 import { hashApiKey, type ApiKeyStore } from '../auth/api-key.js';
 import { bearerChallenge, readBearerCredential } from '../auth/bearer.js';
 import type { Principal } from '../auth/principal.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ERROR_STATUS, PetstoreError, errorBody, isPetstoreError } from '../errors.js';
+import { buildOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from '../openapi/document.js';
 import { createRateLimiter, type RateLimiterOptions } from '../rate-limit/engine.js';
 import { parseNewCategory } from '../schemas.js';
 import type { CategoryStore } from '../storage/category-store.js';
 import { DEFAULT_BODY_LIMIT_BYTES, assertJsonContentType, readJsonBody } from './body.js';
+import {
+  DEFAULT_DEPRECATIONS,
+  assertDeprecationPolicy,
+  deprecationHeaders,
+  isGone,
+  type DeprecationPolicy,
+} from './deprecation.js';
+import { emitEvent, type PetstoreEvent } from './events.js';
 import { handleFetch } from './fetch.js';
-import { matchRoute, type OperationId } from './operations.js';
-import type { PetstoreRequest, PetstoreResponse } from './types.js';
+import { matchRoute, type HostOperationId, type OperationId, type Stability } from './operations.js';
+import type { PetstoreHeaders, PetstoreRequest, PetstoreResponse } from './types.js';
+
+/** What a host handler receives (SPEC §1: the pets and store-order operations are the host's). */
+export interface HostOperationContext {
+  operationId: HostOperationId;
+  /** The authenticated caller. */
+  principal: Principal;
+  /** Path parameters, percent-decoded (`petId` is checked to be a positive integer). */
+  params: Readonly<Record<string, string>>;
+  /** The query string. */
+  query: URLSearchParams;
+  headers: PetstoreHeaders;
+  /** The operation's stability marker, if configured (SPEC §9). */
+  stability: Stability | undefined;
+  /** The operation's deprecation, if any (SPEC §9). */
+  deprecation: DeprecationPolicy | undefined;
+}
+
+/**
+ * What a host handler answers: `status` (default 200, 200–599), a JSON-serialisable `body` (omit for no
+ * body), and extra `headers` (the library's own headers win). Throw a `PetstoreError` to answer with the
+ * Error body; anything else thrown becomes a 500.
+ */
+export interface HostOperationResult {
+  status?: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+/** A handler for one host operation. */
+export type HostOperationHandler = (context: HostOperationContext) => HostOperationResult | Promise<HostOperationResult>;
 
 /** Options of {@link createPetstore}. */
 export interface PetstoreOptions {
@@ -31,8 +74,19 @@ export interface PetstoreOptions {
   apiKeys: ApiKeyStore;
   /** Where categories live. */
   categories: CategoryStore;
-  /** Rate limiting (SPEC §8): the store(s), and optionally plans, anonymous limits and ban policy. */
+  /** Rate limiting (SPEC §8): the store(s), and optionally plans, anonymous limits, bans, failure policy. */
   rateLimit: Omit<RateLimiterOptions, 'clock'>;
+  /** Handlers of the host's operations (`getPetById`, `listStoreOrders`). Missing ones answer 501. */
+  handlers?: Partial<Record<HostOperationId, HostOperationHandler>>;
+  /**
+   * Deprecated operations (SPEC §9). Default {@link DEFAULT_DEPRECATIONS}: `getPetById` deprecated with a
+   * placeholder sunset. Entries replace the default per operation; `null` removes one.
+   */
+  deprecations?: Partial<Record<OperationId, DeprecationPolicy | null>>;
+  /** Stability markers per operation, e.g. `{ listStoreOrders: 'beta' }` (SPEC §9). Default: none. */
+  stability?: Partial<Record<OperationId, Stability>>;
+  /** The OpenAPI description's servers, title and description. */
+  openapi?: OpenApiOptions;
   /** Source of time, Unix epoch ms. Default: the system clock. */
   clock?: Clock;
   /** Largest accepted request body in bytes; larger bodies get 413. Default 1 MiB (1,048,576). */
@@ -41,6 +95,8 @@ export interface PetstoreOptions {
   realm?: string;
   /** Path prefix of the API for the Fetch entry ({@link Petstore.fetch}). Default `/v1` (SPEC §9). */
   basePath?: string;
+  /** Called with every event: unauthorized, rate_limited, banned, internal_error (see `PetstoreEvent`). */
+  onEvent?: (event: PetstoreEvent) => void;
   /**
    * Called with every unexpected error behind a 500 answer (a store that throws, say), and with every
    * rate-limit store failure (unless `rateLimit.onStoreError` is set). Default: logs it with `console.error`.
@@ -49,7 +105,18 @@ export interface PetstoreOptions {
   onInternalError?: (error: unknown) => void;
 }
 
-/** A mounted petstore API: the transport-neutral entry and the Fetch-API entry. */
+/** The request {@link Petstore.guard} needs: who is calling, for what. */
+export type GuardRequest = Pick<PetstoreRequest, 'method' | 'path' | 'headers' | 'clientAddress' | 'logger'>;
+
+/**
+ * The outcome of {@link Petstore.guard}: admitted with the principal and the rate-limit headers to send, or
+ * refused with the complete answer to send (401, 429 or 503, with the Error body and headers).
+ */
+export type GuardResult =
+  | { allowed: true; principal: Principal; headers: Record<string, string> }
+  | { allowed: false; response: PetstoreResponse };
+
+/** A mounted petstore API: the transport-neutral entry, the Fetch-API entry, and the guard. */
 export interface Petstore {
   /** Answers one plain request. Never throws: failures become Error-body answers. */
   handle(request: PetstoreRequest): Promise<PetstoreResponse>;
@@ -58,6 +125,13 @@ export interface Petstore {
    * paths get a plain 404 Error body. `info.clientAddress` feeds the anonymous rate limit.
    */
   fetch(request: Request, info?: { clientAddress?: string }): Promise<Response>;
+  /**
+   * Authentication then rate limiting, alone — the same keys, plans, quotas, headers and errors as the API —
+   * for the host's own routes. Never throws.
+   */
+  guard(request: GuardRequest): Promise<GuardResult>;
+  /** The OpenAPI 3.0.3 description served at `{prefix}/openapi.json`. */
+  readonly openapi: OpenApiDocument;
   /** The path prefix used by {@link Petstore.fetch}. */
   readonly basePath: string;
   /** The largest accepted request body in bytes. */
@@ -65,10 +139,11 @@ export interface Petstore {
 }
 
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+const POSITIVE_INTEGER = /^[1-9][0-9]{0,15}$/;
 
 /**
  * Creates the API.
- * @throws TypeError on invalid options (limits, ban policy, body limit, base path).
+ * @throws TypeError on invalid options (limits, ban policy, body limit, base path, deprecations, servers).
  */
 export function createPetstore(options: PetstoreOptions): Petstore {
   const clock = options.clock ?? systemClock;
@@ -87,10 +162,19 @@ export function createPetstore(options: PetstoreOptions): Petstore {
   if (basePath !== '' && (!basePath.startsWith('/') || basePath.endsWith('/'))) {
     throw new TypeError(`basePath must be empty or start with "/" and not end with "/", got "${basePath}"`);
   }
+  const deprecations: Partial<Record<OperationId, DeprecationPolicy>> = {};
+  for (const [operationId, policy] of Object.entries({ ...DEFAULT_DEPRECATIONS, ...options.deprecations })) {
+    if (policy === null || policy === undefined) continue;
+    assertDeprecationPolicy(operationId, policy);
+    deprecations[operationId as OperationId] = policy;
+  }
+  const stability = { ...options.stability };
+  const openapi = buildOpenApiDocument(options.openapi ?? {}, { deprecations, stability });
+  const openapiJson = JSON.stringify(openapi);
   const realm = options.realm ?? 'petstore';
-  const { apiKeys, categories } = options;
+  const { apiKeys, categories, onEvent, handlers = {} } = options;
 
-  async function authenticate(request: PetstoreRequest): Promise<{ principal?: Principal; presented: boolean }> {
+  async function authenticate(request: GuardRequest): Promise<{ principal?: Principal; presented: boolean }> {
     const credential = readBearerCredential(request.headers['authorization']);
     if (credential.kind === 'missing') return { presented: false };
     if (credential.kind === 'malformed') return { presented: true };
@@ -98,96 +182,188 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     return principal ? { principal, presented: true } : { presented: true };
   }
 
-  async function runOperation(operationId: OperationId, request: PetstoreRequest): Promise<[number, unknown]> {
-    switch (operationId) {
-      case 'listCategories':
-        return [200, await categories.list()];
-      case 'createCategory': {
-        assertJsonContentType(request.headers);
-        const json = await readJsonBody(request.body ?? { kind: 'none' }, request.headers, bodyLimitBytes);
-        const parsed = parseNewCategory(json);
-        if (!parsed.success) throw new PetstoreError('validation_failed', parsed.message);
-        return [201, await categories.create(parsed.value)];
-      }
+  const eventFor = (request: GuardRequest, type: PetstoreEvent['type'], principal?: Principal): PetstoreEvent => ({
+    type,
+    method: request.method,
+    path: request.path,
+    clientAddress: request.clientAddress,
+    ...(principal ? { keyId: principal.keyId, accountId: principal.accountId } : {}),
+  });
+
+  /** An Error-body answer for `error`, with the headers gathered so far (and `Retry-After` when it has one). */
+  function errorAnswer(error: PetstoreError, headers: Record<string, string>, method: string): PetstoreResponse {
+    const retryAfter = error.retryAfterSeconds;
+    if (typeof retryAfter === 'number' && Number.isFinite(retryAfter)) {
+      headers['retry-after'] = String(Math.max(1, Math.ceil(retryAfter)));
     }
+    return jsonAnswer(ERROR_STATUS[error.code], errorBody(error.code, error.message), headers, method);
+  }
+
+  function internalAnswer(error: unknown, request: GuardRequest, headers: Record<string, string>): PetstoreResponse {
+    reportSafely(onInternalError, error);
+    emitEvent({ ...eventFor(request, 'internal_error'), error }, onEvent, request.logger);
+    return jsonAnswer(500, errorBody('internal_error', 'The server failed to answer this request.'), headers, request.method);
+  }
+
+  /** Steps 1–3: authentication, rate limiting, 401. `headers` collects the rate-limit headers. */
+  async function admit(
+    request: GuardRequest,
+    publicOperation: boolean,
+    headers: Record<string, string>,
+  ): Promise<{ principal: Principal | undefined } | { response: PetstoreResponse }> {
+    const { principal, presented } = await authenticate(request);
+    const decision = await limiter.consume(principal ? { principal } : { clientAddress: request.clientAddress });
+    Object.assign(headers, decision.headers);
+    if (!decision.allowed) {
+      const banned = decision.reason === 'banned';
+      emitEvent(
+        { ...eventFor(request, banned ? 'banned' : 'rate_limited', principal), retryAfterSeconds: decision.retryAfterSeconds },
+        onEvent,
+        request.logger,
+      );
+      const who = principal ? 'This API key' : 'This client';
+      const error = banned
+        ? new PetstoreError(
+            'temporarily_banned',
+            `${who} is temporarily banned for repeated requests after being rate limited; retry after ${decision.retryAfterSeconds} seconds.`,
+          )
+        : new PetstoreError('rate_limited', `Rate limit exceeded; retry after ${decision.retryAfterSeconds} seconds.`);
+      return { response: errorAnswer(error, headers, request.method) };
+    }
+    if (!principal && !publicOperation) {
+      emitEvent({ ...eventFor(request, 'unauthorized'), presentedKey: presented }, onEvent, request.logger);
+      headers['www-authenticate'] = bearerChallenge(realm, presented);
+      const error = new PetstoreError(
+        'unauthorized',
+        presented ? 'The API key is invalid.' : 'An API key is required: send the header Authorization: Bearer <API_KEY>.',
+      );
+      return { response: errorAnswer(error, headers, request.method) };
+    }
+    return { principal };
+  }
+
+  async function runHostOperation(
+    operationId: HostOperationId,
+    request: PetstoreRequest,
+    principal: Principal,
+    params: Record<string, string>,
+  ): Promise<[number, unknown, Record<string, string>]> {
+    const petId = params['petId'];
+    if (petId !== undefined && (!POSITIVE_INTEGER.test(petId) || !Number.isSafeInteger(Number(petId)))) {
+      throw new PetstoreError('validation_failed', 'petId must be a positive integer.');
+    }
+    const handler = handlers[operationId];
+    if (handler === undefined) {
+      throw new PetstoreError('not_implemented', `The operation ${operationId} is not implemented by this server.`);
+    }
+    const queryStart = request.path.indexOf('?');
+    const result = await handler({
+      operationId,
+      principal,
+      params: Object.freeze({ ...params }),
+      query: new URLSearchParams(queryStart === -1 ? '' : request.path.slice(queryStart + 1)),
+      headers: request.headers,
+      stability: stability[operationId],
+      deprecation: deprecations[operationId],
+    });
+    const status = result.status ?? 200;
+    if (!Number.isInteger(status) || status < 200 || status > 599) {
+      throw new TypeError(`The ${operationId} handler answered with an invalid status ${String(status)}`);
+    }
+    return [status, result.body, result.headers ?? {}];
   }
 
   async function handle(request: PetstoreRequest): Promise<PetstoreResponse> {
-    const headers: Record<string, string> = { 'content-type': JSON_CONTENT_TYPE };
-    const respond = (status: number, body: unknown): PetstoreResponse => ({
-      status,
-      headers,
-      body: request.method.toUpperCase() === 'HEAD' ? undefined : JSON.stringify(body),
-    });
-    // By code, not through the instance: a PetstoreError from another copy of the library (or a look-alike
-    // that isPetstoreError accepts) may lack `toBody` or carry another `status`.
-    const fail = (error: PetstoreError) => {
-      const retryAfter = error.retryAfterSeconds;
-      if (typeof retryAfter === 'number' && Number.isFinite(retryAfter)) {
-        headers['retry-after'] = String(Math.max(1, Math.ceil(retryAfter)));
-      }
-      return respond(ERROR_STATUS[error.code], errorBody(error.code, error.message));
-    };
+    const headers: Record<string, string> = {};
     try {
-      const { principal, presented } = await authenticate(request);
-      const decision = await limiter.consume(principal ? { principal } : { clientAddress: request.clientAddress });
-      Object.assign(headers, decision.headers);
-      if (!decision.allowed) {
-        const who = principal ? 'This API key' : 'This client';
-        return decision.reason === 'banned'
-          ? fail(
-              new PetstoreError(
-                'temporarily_banned',
-                `${who} is temporarily banned for repeated requests after being rate limited; retry after ${decision.retryAfterSeconds} seconds.`,
-              ),
-            )
-          : fail(
-              new PetstoreError(
-                'rate_limited',
-                `Rate limit exceeded; retry after ${decision.retryAfterSeconds} seconds.`,
-              ),
-            );
-      }
-      if (!principal) {
-        headers['www-authenticate'] = bearerChallenge(realm, presented);
-        return fail(
-          new PetstoreError(
-            'unauthorized',
-            presented
-              ? 'The API key is invalid.'
-              : 'An API key is required: send the header Authorization: Bearer <API_KEY>.',
-          ),
-        );
-      }
       const route = matchRoute(request.method, request.path);
+      const admitted = await admit(request, route.kind === 'operation' && route.operation.public, headers);
+      if ('response' in admitted) return admitted.response;
+      const { principal } = admitted;
       if (route.kind === 'not_found') {
-        return fail(new PetstoreError('not_found', 'There is no operation at this path.'));
+        return errorAnswer(new PetstoreError('not_found', 'There is no operation at this path.'), headers, request.method);
       }
       if (route.kind === 'method_not_allowed') {
         headers['allow'] = route.allow;
-        return fail(
-          new PetstoreError(
-            'method_not_allowed',
-            `The method ${safeMethod(request.method)} is not allowed here; allowed: ${route.allow}.`,
-          ),
-        );
+        const message = `The method ${safeMethod(request.method)} is not allowed here; allowed: ${route.allow}.`;
+        return errorAnswer(new PetstoreError('method_not_allowed', message), headers, request.method);
       }
-      const [status, body] = await runOperation(route.operationId, request);
-      return respond(status, body);
+      const { operationId } = route.operation;
+      const deprecation = deprecations[operationId];
+      if (deprecation !== undefined) {
+        Object.assign(headers, deprecationHeaders(deprecation));
+        if (isGone(deprecation, clock.now())) {
+          const message = `The operation ${operationId} was retired on ${new Date(deprecation.sunsetAtMs as number).toUTCString()}.`;
+          return errorAnswer(new PetstoreError('gone', message), headers, request.method);
+        }
+      }
+      switch (operationId) {
+        case 'getOpenApiDocument':
+          return textAnswer(200, openapiJson, headers, request.method);
+        case 'listCategories':
+          return jsonAnswer(200, await categories.list(), headers, request.method);
+        case 'createCategory': {
+          assertJsonContentType(request.headers);
+          const json = await readJsonBody(request.body ?? { kind: 'none' }, request.headers, bodyLimitBytes);
+          const parsed = parseNewCategory(json);
+          if (!parsed.success) throw new PetstoreError('validation_failed', parsed.message);
+          return jsonAnswer(201, await categories.create(parsed.value), headers, request.method);
+        }
+        case 'getPetById':
+        case 'listStoreOrders': {
+          const [status, body, hostHeaders] = await runHostOperation(operationId, request, principal as Principal, route.params);
+          const merged = { ...lowercaseKeys(hostHeaders), ...headers };
+          return body === undefined
+            ? { status, headers: merged, body: undefined }
+            : jsonAnswer(status, body, merged, request.method);
+        }
+      }
     } catch (error) {
-      if (isPetstoreError(error)) return fail(error);
-      reportSafely(onInternalError, error);
-      return respond(500, errorBody('internal_error', 'The server failed to answer this request.'));
+      if (isPetstoreError(error)) return errorAnswer(error, headers, request.method);
+      return internalAnswer(error, request, headers);
+    }
+  }
+
+  async function guard(request: GuardRequest): Promise<GuardResult> {
+    const headers: Record<string, string> = {};
+    try {
+      const admitted = await admit(request, false, headers);
+      if ('response' in admitted) return { allowed: false, response: admitted.response };
+      return { allowed: true, principal: admitted.principal as Principal, headers };
+    } catch (error) {
+      const response = isPetstoreError(error) ? errorAnswer(error, headers, request.method) : internalAnswer(error, request, headers);
+      return { allowed: false, response };
     }
   }
 
   const petstore: Petstore = {
     handle,
+    guard,
     fetch: (request, info) => handleFetch(petstore, request, info?.clientAddress),
+    openapi,
     basePath,
     bodyLimitBytes,
   };
   return petstore;
+}
+
+/** A JSON answer; HEAD answers carry no body. */
+function jsonAnswer(status: number, body: unknown, headers: Record<string, string>, method: string): PetstoreResponse {
+  return textAnswer(status, JSON.stringify(body), headers, method);
+}
+
+function textAnswer(status: number, json: string, headers: Record<string, string>, method: string): PetstoreResponse {
+  return {
+    status,
+    headers: { 'content-type': JSON_CONTENT_TYPE, ...headers },
+    body: method.toUpperCase() === 'HEAD' ? undefined : json,
+  };
+}
+
+function lowercaseKeys(headers: Record<string, string>): Record<string, string> {
+  const result: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) result[name.toLowerCase()] = value;
+  return result;
 }
 
 /** Calls an error reporter; a reporter that throws must not turn an answer into a thrown error. */
@@ -203,4 +379,3 @@ function reportSafely(report: (error: unknown) => void, error: unknown): void {
 function safeMethod(method: string): string {
   return /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,20}$/.test(method) ? method.toUpperCase() : '(this method)';
 }
-

@@ -1,3 +1,5 @@
+import type { PetstoreLogger } from './events.js';
+
 /**
  * The transport-neutral request and response of the pipeline. Adapters translate their framework's request
  * into a {@link PetstoreRequest} and write the {@link PetstoreResponse} back, and do nothing else.
@@ -36,6 +38,7 @@ export type PetstoreRequestBody =
  * - `headers`: by lowercase name.
  * - `body`: see {@link PetstoreRequestBody}; default `none`.
  * - `clientAddress`: the client's IP address, for the anonymous rate limit.
+ * - `logger`: a pino-style logger for this request (Fastify's `request.log`); events are logged through it.
  */
 export interface PetstoreRequest {
   method: string;
@@ -43,6 +46,7 @@ export interface PetstoreRequest {
   headers: PetstoreHeaders;
   body?: PetstoreRequestBody;
   clientAddress?: string | undefined;
+  logger?: PetstoreLogger | undefined;
 }
 
 /**

@@ -1,0 +1,64 @@
+/**
+ * Deprecation and sunset of operations (SPEC §9): `Deprecation` (RFC 9745), `Sunset` (RFC 8594) and `Link`
+ * headers, and 410 after the sunset.
+ */
+import type { OperationId } from './operations.js';
+
+/**
+ * How one operation is deprecated.
+ *
+ * - `deprecatedAtMs`: when it became deprecated, Unix epoch ms → `Deprecation: @<seconds>` (RFC 9745).
+ * - `sunsetAtMs`: when it stops working, Unix epoch ms → `Sunset: <IMF-fixdate>` (RFC 8594).
+ * - `documentationUrl` / `sunsetUrl`: sent as `Link: <url>; rel="deprecation"` / `rel="sunset"`.
+ * - `afterSunset`: `'gone'` (default) answers 410 `gone` from `sunsetAtMs` on; `'serve'` keeps serving.
+ */
+export interface DeprecationPolicy {
+  deprecatedAtMs: number;
+  sunsetAtMs?: number;
+  documentationUrl?: string;
+  sunsetUrl?: string;
+  afterSunset?: 'gone' | 'serve';
+}
+
+/**
+ * The spec marks `GET /pets/{petId}` deprecated with a sunset date it does not show. Until configured, it is
+ * deprecated since 2026-01-01T00:00:00Z with its sunset on 2027-01-01T00:00:00Z; set
+ * `deprecations.getPetById` to your real dates.
+ */
+export const DEFAULT_DEPRECATIONS: Readonly<Partial<Record<OperationId, DeprecationPolicy>>> = Object.freeze({
+  getPetById: Object.freeze({ deprecatedAtMs: Date.UTC(2026, 0, 1), sunsetAtMs: Date.UTC(2027, 0, 1) }),
+});
+
+/** The headers a deprecated operation answers with, as lowercase names. */
+export function deprecationHeaders(policy: DeprecationPolicy): Record<string, string> {
+  const headers: Record<string, string> = { deprecation: `@${Math.floor(policy.deprecatedAtMs / 1000)}` };
+  // Date#toUTCString is the IMF-fixdate of RFC 9110 §5.6.7: "Fri, 01 Jan 2027 00:00:00 GMT".
+  if (policy.sunsetAtMs !== undefined) headers['sunset'] = new Date(policy.sunsetAtMs).toUTCString();
+  const links: string[] = [];
+  if (policy.documentationUrl) links.push(`<${encodeURI(policy.documentationUrl)}>; rel="deprecation"; type="text/html"`);
+  if (policy.sunsetUrl) links.push(`<${encodeURI(policy.sunsetUrl)}>; rel="sunset"; type="text/html"`);
+  if (links.length > 0) headers['link'] = links.join(', ');
+  return headers;
+}
+
+/** True when the operation is past its sunset and configured to answer 410. */
+export function isGone(policy: DeprecationPolicy, nowMs: number): boolean {
+  return policy.sunsetAtMs !== undefined && nowMs >= policy.sunsetAtMs && (policy.afterSunset ?? 'gone') === 'gone';
+}
+
+/**
+ * Checks a policy from configuration.
+ * @throws TypeError on a non-integer time, a sunset before the deprecation, or a URL that does not parse.
+ */
+export function assertDeprecationPolicy(operationId: string, policy: DeprecationPolicy): void {
+  const where = `deprecations.${operationId}`;
+  if (!Number.isSafeInteger(policy.deprecatedAtMs)) throw new TypeError(`${where}.deprecatedAtMs must be epoch ms`);
+  if (policy.sunsetAtMs !== undefined) {
+    if (!Number.isSafeInteger(policy.sunsetAtMs)) throw new TypeError(`${where}.sunsetAtMs must be epoch ms`);
+    if (policy.sunsetAtMs < policy.deprecatedAtMs) throw new TypeError(`${where}: the sunset precedes the deprecation`);
+  }
+  for (const field of ['documentationUrl', 'sunsetUrl'] as const) {
+    const url = policy[field];
+    if (url !== undefined && !URL.canParse(url)) throw new TypeError(`${where}.${field} is not a URL`);
+  }
+}

@@ -1,0 +1,210 @@
+/**
+ * The OpenAPI 3.0.3 description of the service (SPEC §1, §9: version 1.0.0, tags, servers, global bearer
+ * security), built from the same valibot schemas that validate requests and the same operation table that
+ * routes them, so the description and the behaviour cannot drift.
+ */
+import { toJsonSchema, type ConversionConfig } from '@valibot/to-json-schema';
+import type { OperationDefinition, OperationId, Stability } from '../http/operations.js';
+import { OPERATIONS } from '../http/operations.js';
+import type { DeprecationPolicy } from '../http/deprecation.js';
+import { CategorySchema, ErrorBodySchema, NewCategorySchema } from '../schemas.js';
+
+/** A JSON value as the document holds it. */
+export type OpenApiDocument = Record<string, unknown>;
+
+/** Options of {@link buildOpenApiDocument}. */
+export interface OpenApiOptions {
+  /**
+   * Base addresses (SPEC §1). Each must be an absolute URL ending with the prefix `/v1`. Default: one
+   * relative server, `/v1` ("this server").
+   */
+  servers?: { production?: string; staging?: string };
+  /** `info.title`. Default `Petstore`. */
+  title?: string;
+  /** `info.description`. */
+  description?: string;
+}
+
+/** What the document needs besides {@link OpenApiOptions}: the resolved deprecations and stability markers. */
+export interface OpenApiOperationInfo {
+  deprecations: Readonly<Partial<Record<OperationId, DeprecationPolicy>>>;
+  stability: Readonly<Partial<Record<OperationId, Stability>>>;
+}
+
+/** The OpenAPI version of the description. */
+export const OPENAPI_VERSION = '3.0.3';
+/** The description's own version (SPEC §1, §9). */
+export const API_DESCRIPTION_VERSION = '1.0.0';
+
+const conversion: ConversionConfig = {
+  target: 'openapi-3.0',
+  // trim is a transformation, not a constraint on the input.
+  ignoreActions: ['trim'],
+  overrideAction: ({ valibotAction, jsonSchema }) =>
+    valibotAction.type === 'max_graphemes'
+      ? { ...jsonSchema, 'x-max-graphemes': (valibotAction as unknown as { requirement: number }).requirement }
+      : undefined,
+};
+
+function schemaOf(schema: Parameters<typeof toJsonSchema>[0]): Record<string, unknown> {
+  const { $schema: _ignored, ...json } = toJsonSchema(schema, conversion) as Record<string, unknown>;
+  return json;
+}
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const rateLimitHeaders = {
+  'X-RateLimit-Limit': { $ref: '#/components/headers/X-RateLimit-Limit' },
+  'X-RateLimit-Remaining': { $ref: '#/components/headers/X-RateLimit-Remaining' },
+  'X-RateLimit-Reset': { $ref: '#/components/headers/X-RateLimit-Reset' },
+};
+const deprecationResponseHeaders = {
+  Deprecation: { $ref: '#/components/headers/Deprecation' },
+  Sunset: { $ref: '#/components/headers/Sunset' },
+  Link: { $ref: '#/components/headers/Link' },
+};
+
+function jsonContent(schema: unknown) {
+  return { 'application/json': { schema } };
+}
+
+function errorResponse(description: string, extraHeaders: Record<string, unknown> = {}) {
+  return { description, headers: { ...rateLimitHeaders, ...extraHeaders }, content: jsonContent(ref('Error')) };
+}
+
+function responsesFor(operation: OperationDefinition, deprecated: boolean): Record<string, unknown> {
+  const extra = deprecated ? deprecationResponseHeaders : {};
+  const ok = (description: string, schema: unknown, status = '200') => ({
+    [status]: { description, headers: { ...rateLimitHeaders, ...extra }, content: jsonContent(schema) },
+  });
+  const common = {
+    '429': errorResponse('Request rate limit exceeded (rate_limited), or the key is temporarily banned (temporarily_banned).', {
+      'Retry-After': { $ref: '#/components/headers/Retry-After' },
+    }),
+    default: errorResponse('Any other error, with the Error body (e.g. 404 not_found, 405 method_not_allowed, 500 internal_error, 503 service_unavailable).'),
+  };
+  const unauthorized = { '401': errorResponse('Missing or invalid API key (unauthorized).') };
+  switch (operation.operationId) {
+    case 'listCategories':
+      return { ...ok('All categories, in ascending id order.', { type: 'array', items: ref('Category') }), ...unauthorized, ...common };
+    case 'createCategory':
+      return {
+        ...ok('The created category, including the id assigned by the service.', ref('Category'), '201'),
+        '400': errorResponse(
+          'The body is missing required fields or holds invalid values (validation_failed), is not valid JSON (invalid_json), or was not sent as application/json (invalid_content_type).',
+        ),
+        ...unauthorized,
+        '413': errorResponse('The body is larger than the configured limit (payload_too_large).'),
+        ...common,
+      };
+    case 'getPetById':
+      return {
+        ...ok('The pet, as the host application returns it (its fields are not part of the specification).', { type: 'object', additionalProperties: true }),
+        '400': errorResponse('petId is not a positive integer (validation_failed).'),
+        ...unauthorized,
+        '410': errorResponse('The operation is past its sunset date (gone).', extra),
+        '501': errorResponse('The host application supplies no handler for this operation (not_implemented).'),
+        ...common,
+      };
+    case 'listStoreOrders':
+      return {
+        ...ok('Store orders, as the host application returns them (their fields are not part of the specification).', {
+          type: 'array',
+          items: { type: 'object', additionalProperties: true },
+        }),
+        ...unauthorized,
+        '501': errorResponse('The host application supplies no handler for this operation (not_implemented).'),
+        ...common,
+      };
+    case 'getOpenApiDocument':
+      return { ...ok('This OpenAPI description.', { type: 'object', additionalProperties: true }), '429': common['429'] };
+  }
+}
+
+/**
+ * Builds the OpenAPI 3.0.3 document.
+ * @throws TypeError when a server address is not an absolute URL ending with `/v1`.
+ */
+export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOperationInfo): OpenApiDocument {
+  const servers: Array<{ url: string; description: string }> = [];
+  for (const [environment, url] of [
+    ['Production', options.servers?.production],
+    ['Staging', options.servers?.staging],
+  ] as const) {
+    if (url === undefined) continue;
+    if (!URL.canParse(url) || !/\/v1\/?$/.test(new URL(url).pathname)) {
+      throw new TypeError(`openapi.servers: the ${environment.toLowerCase()} address must be an absolute URL ending with /v1`);
+    }
+    servers.push({ url: url.replace(/\/$/, ''), description: environment });
+  }
+  if (servers.length === 0) servers.push({ url: '/v1', description: 'This server' });
+
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const operation of OPERATIONS) {
+    const deprecation = info.deprecations[operation.operationId];
+    const stability = info.stability[operation.operationId];
+    const entry: Record<string, unknown> = {
+      operationId: operation.operationId,
+      tags: [operation.tag],
+      summary: operation.summary,
+      ...(deprecation ? { deprecated: true } : {}),
+      ...(stability ? { 'x-stability': stability } : {}),
+      ...(operation.public ? { security: [] } : {}),
+      ...(operation.path.includes('{petId}')
+        ? {
+            parameters: [
+              { name: 'petId', in: 'path', required: true, description: 'The pet id.', schema: { type: 'integer', format: 'int64', minimum: 1 } },
+            ],
+          }
+        : {}),
+      ...(operation.operationId === 'createCategory'
+        ? { requestBody: { required: true, content: jsonContent(ref('NewCategory')) } }
+        : {}),
+      responses: responsesFor(operation, deprecation !== undefined),
+    };
+    if (deprecation?.sunsetAtMs !== undefined) {
+      entry['description'] = `Deprecated; sunset on ${new Date(deprecation.sunsetAtMs).toUTCString()}.`;
+    }
+    (paths[operation.path] ??= {})[operation.method.toLowerCase()] = entry;
+  }
+
+  const category = schemaOf(CategorySchema);
+  (category['properties'] as Record<string, Record<string, unknown>>)['id'] = {
+    ...(category['properties'] as Record<string, Record<string, unknown>>)['id'],
+    format: 'int64',
+  };
+
+  return {
+    openapi: OPENAPI_VERSION,
+    info: {
+      title: options.title ?? 'Petstore',
+      version: API_DESCRIPTION_VERSION,
+      description:
+        options.description ??
+        'Categories used to classify pets, with bearer API keys, plan-based rate limits and temporary bans.',
+    },
+    servers,
+    tags: [
+      { name: 'categories', description: 'Species and breed categories used to classify pets.' },
+      { name: 'pets', description: 'Pets (handlers supplied by the host application).' },
+      { name: 'store', description: 'Store orders (handlers supplied by the host application).' },
+      { name: 'meta', description: 'This description.' },
+    ],
+    security: [{ bearerAuth: [] }],
+    paths,
+    components: {
+      securitySchemes: {
+        bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key, sent as Authorization: Bearer <API_KEY>.' },
+      },
+      schemas: { Category: category, NewCategory: schemaOf(NewCategorySchema), Error: schemaOf(ErrorBodySchema) },
+      headers: {
+        'X-RateLimit-Limit': { description: 'The limit in force for the caller (the window closest to exhaustion).', schema: { type: 'integer' } },
+        'X-RateLimit-Remaining': { description: 'Requests remaining in that window.', schema: { type: 'integer' } },
+        'X-RateLimit-Reset': { description: 'Unix time, in whole seconds rounded up, at which that window resets.', schema: { type: 'integer' } },
+        'Retry-After': { description: 'Seconds to wait before retrying (whole number, at least 1).', schema: { type: 'integer', minimum: 1 } },
+        Deprecation: { description: 'When the operation was deprecated, as @<unix-seconds> (RFC 9745).', schema: { type: 'string' } },
+        Sunset: { description: 'When the operation stops working, as an HTTP-date (RFC 8594).', schema: { type: 'string' } },
+        Link: { description: 'Documentation of the deprecation and sunset (rel="deprecation", rel="sunset").', schema: { type: 'string' } },
+      },
+    },
+  };
+}
