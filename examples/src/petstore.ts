@@ -3,6 +3,20 @@ import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-mem
 import { redisCategoryStore, redisRateLimitStore } from '@petstore/storage-redis';
 import { Redis } from 'ioredis';
 import type { ExampleConfig } from './config.js';
+import { exampleHandlers } from './host-operations.js';
+
+/** What both storage setups share: the host's operations, their stability and deprecation. */
+const hostOptions = {
+  handlers: exampleHandlers,
+  stability: { listStoreOrders: 'beta' },
+  deprecations: {
+    getPetById: {
+      deprecatedAtMs: Date.UTC(2026, 0, 1),
+      sunsetAtMs: Date.UTC(2027, 0, 1),
+      documentationUrl: 'https://petstore.example/docs/deprecations#get-pet-by-id',
+    },
+  },
+} satisfies Partial<Parameters<typeof createPetstore>[0]>;
 
 /** The API of an example server, and how to release what it holds. */
 export interface ExamplePetstore {
@@ -24,6 +38,7 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
   if (config.redisUrl === undefined) {
     return {
       petstore: createPetstore({
+        ...hostOptions,
         apiKeys: staticApiKeys(config.apiKeys),
         categories: memoryCategoryStore(),
         rateLimit: {
@@ -45,6 +60,7 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
   let lastReport = 0;
   return {
     petstore: createPetstore({
+      ...hostOptions,
       apiKeys: staticApiKeys(config.apiKeys),
       categories: redisCategoryStore({ client, timeoutMs: 500 }),
       rateLimit: {
