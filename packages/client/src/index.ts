@@ -1,0 +1,19 @@
+/**
+ * @petstore/client — a fetch-based client of the petstore categories API (SPEC §4): typed errors, the
+ * last `X-RateLimit-*` state, and retries that honour `Retry-After` with exponential backoff and full
+ * jitter (SPEC §8).
+ *
+ * @packageDocumentation
+ */
+export { createPetstoreClient, type PetstoreClient, type PetstoreClientOptions } from './client.js';
+export {
+  PetstoreClientError,
+  isPetstoreClientError,
+  type PetstoreClientErrorCode,
+  type PetstoreClientErrorDetails,
+} from './errors.js';
+export { DEFAULT_RETRY, backoffDelayMs, parseRetryAfter, type RetryOptions, type ResolvedRetryOptions } from './retry.js';
+export { CONNECTION_NOT_ESTABLISHED_CODES, isConnectionNotEstablished } from './network.js';
+export { readRateLimitInfo, type RateLimitInfo } from './rate-limit-info.js';
+export type { PetstoreFetch, PetstoreFetchHeaders, PetstoreFetchInit, PetstoreFetchResponse } from './fetch-types.js';
+export type { Category, NewCategory, ErrorBody, ErrorCode } from '@petstore/core';

@@ -1,0 +1,92 @@
+/**
+ * Retry settings, the backoff formula and `Retry-After` parsing (SPEC §8 rule 2: "A client should back off
+ * exponentially and retry after the time in Retry-After").
+ */
+
+/** How a {@link PetstoreClient} retries. Every field is optional; missing ones come from {@link DEFAULT_RETRY}. */
+export interface RetryOptions {
+  /**
+   * Most requests one call sends, the first included (an integer ≥ 1; 1 turns retries off).
+   * Default 4.
+   */
+  maxAttempts?: number;
+  /**
+   * Time budget of one call in ms, measured with `now()` from the call's start. A retry whose wait would
+   * end after the budget is not made: the call rejects at once with the last error instead of sleeping.
+   * Default 30 000.
+   */
+  maxElapsedMs?: number;
+  /** Base of the exponential backoff in ms: retry n (0-based) waits up to `baseDelayMs × 2^n`. Default 500. */
+  baseDelayMs?: number;
+  /** Cap of the exponential backoff in ms (before jitter). Default 8 000. */
+  maxDelayMs?: number;
+  /**
+   * Also retry failures after which the request may have been executed: a 503 or a network error other
+   * than a connection that was never established, on a POST (`createCategory`). Retrying these can create
+   * a category twice. Default false.
+   */
+  retryUnsafe?: boolean;
+}
+
+/** {@link RetryOptions} with every field present. */
+export type ResolvedRetryOptions = Required<RetryOptions>;
+
+/** The retry settings used for any field the caller does not set. */
+export const DEFAULT_RETRY: Readonly<ResolvedRetryOptions> = Object.freeze({
+  maxAttempts: 4,
+  maxElapsedMs: 30_000,
+  baseDelayMs: 500,
+  maxDelayMs: 8_000,
+  retryUnsafe: false,
+});
+
+/**
+ * Fills in {@link DEFAULT_RETRY} and checks the values.
+ * @throws RangeError when `maxAttempts` is not an integer ≥ 1 or a time is negative or not finite.
+ */
+export function resolveRetryOptions(retry: RetryOptions | undefined): ResolvedRetryOptions {
+  const resolved: ResolvedRetryOptions = { ...DEFAULT_RETRY };
+  for (const [name, value] of Object.entries(retry ?? {})) {
+    if (value !== undefined && Object.hasOwn(DEFAULT_RETRY, name)) (resolved as Record<string, unknown>)[name] = value;
+  }
+  if (!Number.isSafeInteger(resolved.maxAttempts) || resolved.maxAttempts < 1) {
+    throw new RangeError('retry.maxAttempts must be an integer ≥ 1');
+  }
+  for (const name of ['maxElapsedMs', 'baseDelayMs', 'maxDelayMs'] as const) {
+    if (!Number.isFinite(resolved[name]) || resolved[name] < 0) throw new RangeError(`retry.${name} must be a finite number ≥ 0`);
+  }
+  resolved.retryUnsafe = resolved.retryUnsafe === true;
+  return resolved;
+}
+
+/**
+ * Exponential backoff with full jitter: a random delay in `[0, min(maxDelayMs, baseDelayMs × 2^retryIndex))` ms.
+ *
+ * @param retryIndex 0 for the first retry, 1 for the second, …
+ * @param random a source of numbers in [0, 1), `Math.random` by default
+ */
+export function backoffDelayMs(retryIndex: number, retry: ResolvedRetryOptions, random: () => number = Math.random): number {
+  const ceiling = Math.min(retry.maxDelayMs, retry.baseDelayMs * 2 ** retryIndex);
+  return Math.floor(random() * ceiling);
+}
+
+/**
+ * Reads a `Retry-After` header (RFC 9110 §10.2.3): delay-seconds (`120`) or an HTTP-date.
+ *
+ * @param nowMs the current Unix epoch time in ms, for the HTTP-date form
+ * @returns the delay in ms (never negative) and in whole seconds (rounded up), or `undefined` when the header
+ *   is absent or unreadable
+ */
+export function parseRetryAfter(value: string | null, nowMs: number): { delayMs: number; seconds: number } | undefined {
+  const text = value?.trim();
+  if (!text) return undefined;
+  if (/^\d+$/.test(text)) {
+    const seconds = Number(text);
+    return Number.isSafeInteger(seconds) ? { delayMs: seconds * 1000, seconds } : undefined;
+  }
+  // The three HTTP-date forms (IMF-fixdate, RFC 850, asctime) all start with a day name.
+  const atMs = /^[A-Za-z]{3}/.test(text) ? Date.parse(text) : Number.NaN;
+  if (Number.isNaN(atMs)) return undefined;
+  const delayMs = Math.max(0, atMs - nowMs);
+  return { delayMs, seconds: Math.ceil(delayMs / 1000) };
+}
