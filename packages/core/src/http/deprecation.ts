@@ -35,10 +35,20 @@ export function deprecationHeaders(policy: DeprecationPolicy): Record<string, st
   // Date#toUTCString is the IMF-fixdate of RFC 9110 §5.6.7: "Fri, 01 Jan 2027 00:00:00 GMT".
   if (policy.sunsetAtMs !== undefined) headers['sunset'] = new Date(policy.sunsetAtMs).toUTCString();
   const links: string[] = [];
-  if (policy.documentationUrl) links.push(`<${encodeURI(policy.documentationUrl)}>; rel="deprecation"; type="text/html"`);
-  if (policy.sunsetUrl) links.push(`<${encodeURI(policy.sunsetUrl)}>; rel="sunset"; type="text/html"`);
+  if (policy.documentationUrl) links.push(`<${linkTarget(policy.documentationUrl)}>; rel="deprecation"; type="text/html"`);
+  if (policy.sunsetUrl) links.push(`<${linkTarget(policy.sunsetUrl)}>; rel="sunset"; type="text/html"`);
   if (links.length > 0) headers['link'] = links.join(', ');
   return headers;
+}
+
+/**
+ * A URL as a `Link` target (RFC 8288 §3): serialised by the URL parser, so existing `%XX` escapes are kept
+ * (`encodeURI` would turn `%20` into `%2520`) and IDN hosts become punycode; a space, `<`, `>` or `"` still left
+ * (possible only in opaque URLs such as `mailto:`) is percent-encoded.
+ */
+function linkTarget(url: string): string {
+  if (!URL.canParse(url)) return encodeURI(url);
+  return new URL(url).href.replace(/[ <>"]/g, encodeURIComponent);
 }
 
 /** True when the operation is past its sunset and configured to answer 410. */

@@ -12,7 +12,9 @@ export type PetstoreEventType = 'unauthorized' | 'rate_limited' | 'banned' | 'in
  * - `unauthorized`: a 401 (no key, or an invalid one: `presentedKey` says which);
  * - `rate_limited` / `banned`: a 429, with the caller (`keyId`/`accountId`, or the client address) and
  *   `retryAfterSeconds`;
- * - `internal_error`: a 500, or a store failure handled by the failure policy; `error` is the cause.
+ * - `internal_error`: a 500, or a 503 `service_unavailable` caused by a failing store (fail-closed);
+ *   `error` is the cause. A rate-limit store failure absorbed by fail-open reaches only
+ *   `rateLimit.onStoreError`, since the request goes on normally.
  */
 export interface PetstoreEvent {
   type: PetstoreEventType;

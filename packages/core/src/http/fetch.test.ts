@@ -112,6 +112,29 @@ describe('petstore.fetch', () => {
     expect(response.status).toBe(200);
     expect(await response.text()).toBe('');
   });
+
+  it("passes the query string and the percent-decoded petId to a host handler", async () => {
+    const seen: Array<{ params: unknown; query: Record<string, string> }> = [];
+    const { petstore } = testPetstore({
+      handlers: {
+        getPetById: ({ params, query }) => {
+          seen.push({ params, query: Object.fromEntries(query) });
+          return { body: { id: 7 }, headers: { 'x-pet-source': 'host' } };
+        },
+      },
+    });
+    const response = await petstore.fetch(new Request('http://x/v1/pets/%37?fields=name&q=a%20b', { headers: AUTH }));
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ id: 7 });
+    expect(response.headers.get('x-pet-source')).toBe('host');
+    expect(response.headers.get('deprecation')).toBe('@1767225600');
+    expect(seen).toEqual([{ params: { petId: '7' }, query: { fields: 'name', q: 'a b' } }]);
+  });
+
+  it('answers the query string of the prefix itself like the bare prefix', async () => {
+    const { petstore } = testPetstore();
+    expect((await petstore.fetch(new Request('http://x/v1?x=1', { headers: AUTH }))).status).toBe(404);
+  });
 });
 
 describe('readWebStream', () => {

@@ -40,7 +40,8 @@ export async function handleFetch(
         };
   const answer = await petstore.handle({
     method: request.method,
-    path: pathname.slice(basePath.length) || '/',
+    // With the query string, as the adapters pass it: host handlers read it (HostOperationContext.query).
+    path: (pathname.slice(basePath.length) || '/') + url.search,
     headers,
     body,
     clientAddress,

@@ -2,8 +2,8 @@ import { describe, expect, it, vi } from 'vitest';
 import { PetstoreError } from '../errors.js';
 import { testRateLimitStore } from '../rate-limit/test-store.js';
 import type { CategoryStore } from '../storage/category-store.js';
-import { FREE_KEY, ONE_PER_MINUTE_KEY, testPetstore } from './test-petstore.js';
-import type { PetstoreHeaders, PetstoreRequest, PetstoreRequestBody, PetstoreResponse } from './types.js';
+import { FREE_KEY, ONE_PER_MINUTE_KEY, expectError, parse, testPetstore } from './test-petstore.js';
+import type { PetstoreHeaders, PetstoreRequest, PetstoreRequestBody } from './types.js';
 
 const AUTH = { authorization: `Bearer ${FREE_KEY}` };
 const JSON_HEADERS = { ...AUTH, 'content-type': 'application/json' };
@@ -18,22 +18,6 @@ function post(body: PetstoreRequestBody, headers: PetstoreHeaders = JSON_HEADERS
 
 function json(text: string): PetstoreRequestBody {
   return { kind: 'bytes', bytes: text };
-}
-
-function parse(response: PetstoreResponse): unknown {
-  if (response.body === undefined) throw new Error('the response has no body');
-  return JSON.parse(response.body) as unknown;
-}
-
-/** Asserts an Error answer (SPEC §2): exactly code, message and status, the status matching the HTTP status. */
-function expectError(response: PetstoreResponse, status: number, code: string): void {
-  expect(response.status).toBe(status);
-  expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
-  const body = parse(response) as Record<string, unknown>;
-  expect(Object.keys(body).sort()).toEqual(['code', 'message', 'status']);
-  expect(body).toMatchObject({ code, status });
-  expect(body['message']).toEqual(expect.any(String));
-  expect(body['message']).not.toBe('');
 }
 
 describe('listCategories', () => {

@@ -205,6 +205,17 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     return jsonAnswer(500, errorBody('internal_error', 'The server failed to answer this request.'), headers, request.method);
   }
 
+  /**
+   * The answer for a PetstoreError raised while handling. A `service_unavailable` caused by a failing store
+   * (fail-closed) is also reported as an `internal_error` event, with the store's error.
+   */
+  function failedAnswer(error: PetstoreError, request: GuardRequest, headers: Record<string, string>): PetstoreResponse {
+    if (error.code === 'service_unavailable' && error.cause !== undefined) {
+      emitEvent({ ...eventFor(request, 'internal_error'), error: error.cause }, onEvent, request.logger);
+    }
+    return errorAnswer(error, headers, request.method);
+  }
+
   /** Steps 1–3: authentication, rate limiting, 401. `headers` collects the rate-limit headers. */
   async function admit(
     request: GuardRequest,
@@ -319,7 +330,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
         }
       }
     } catch (error) {
-      if (isPetstoreError(error)) return errorAnswer(error, headers, request.method);
+      if (isPetstoreError(error)) return failedAnswer(error, request, headers);
       return internalAnswer(error, request, headers);
     }
   }
@@ -331,7 +342,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
       if ('response' in admitted) return { allowed: false, response: admitted.response };
       return { allowed: true, principal: admitted.principal as Principal, headers };
     } catch (error) {
-      const response = isPetstoreError(error) ? errorAnswer(error, headers, request.method) : internalAnswer(error, request, headers);
+      const response = isPetstoreError(error) ? failedAnswer(error, request, headers) : internalAnswer(error, request, headers);
       return { allowed: false, response };
     }
   }
@@ -355,7 +366,8 @@ function jsonAnswer(status: number, body: unknown, headers: Record<string, strin
 function textAnswer(status: number, json: string, headers: Record<string, string>, method: string): PetstoreResponse {
   return {
     status,
-    headers: { 'content-type': JSON_CONTENT_TYPE, ...headers },
+    // Last, so a host handler's own Content-Type cannot relabel the JSON text written here.
+    headers: { ...headers, 'content-type': JSON_CONTENT_TYPE },
     body: method.toUpperCase() === 'HEAD' ? undefined : json,
   };
 }
