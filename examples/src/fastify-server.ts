@@ -1,12 +1,12 @@
 /** The categories API mounted on a Fastify 5 app, next to a route of the host's own. */
-import { petstoreFastify } from '@petstore/adapter-fastify';
+import { petstoreFastify, petstoreFrameworkErrors } from '@petstore/adapter-fastify';
 import Fastify from 'fastify';
 import { readConfig, startupBanner } from './config.js';
 import { examplePetstore } from './petstore.js';
 
 const config = readConfig();
 const api = await examplePetstore(config);
-const app = Fastify();
+const app = Fastify({ frameworkErrors: petstoreFrameworkErrors(api.petstore, { prefix: '/v1' }) });
 app.get('/health', async () => ({ status: 'ok' }));
 await app.register(petstoreFastify, { prefix: '/v1', petstore: api.petstore });
 

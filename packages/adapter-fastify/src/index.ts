@@ -19,7 +19,15 @@ import {
   type Principal,
 } from '@petstore/core';
 import { nodeRequestBody } from '@petstore/core/node';
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest, HTTPMethods, onRequestAsyncHookHandler } from 'fastify';
+import type {
+  FastifyError,
+  FastifyPluginAsync,
+  FastifyReply,
+  FastifyRequest,
+  FastifyServerOptions,
+  HTTPMethods,
+  onRequestAsyncHookHandler,
+} from 'fastify';
 
 /**
  * Options of {@link petstoreFastify}: either a ready `petstore` (from `createPetstore`), or the options to
@@ -106,6 +114,45 @@ export function petstoreGuard(petstore: Petstore): onRequestAsyncHookHandler {
     reply.headers(result.headers);
     principals.set(request, result.principal);
   };
+}
+
+/**
+ * Fastify rejects a URL with malformed percent-encoding (`/v1/pets/%ZZ`) in its router, before any plugin,
+ * hook or handler runs; only the host's `frameworkErrors` option sees it. Pass this to have such requests
+ * under the API's prefix answered by the API like every other (authenticated, rate limited, 404 with the
+ * Error body and the rate-limit headers). Everything else gets Fastify's own answer, unchanged.
+ *
+ * ```ts
+ * const app = Fastify({ frameworkErrors: petstoreFrameworkErrors(petstore, { prefix: '/v1' }) });
+ * ```
+ *
+ * @param options.prefix where the plugin is mounted. Default `/v1`.
+ */
+export function petstoreFrameworkErrors(
+  petstore: Petstore,
+  options: { prefix?: string } = {},
+): NonNullable<FastifyServerOptions['frameworkErrors']> {
+  const prefix = options.prefix ?? '/v1';
+  const handler = (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
+    const url = request.url;
+    if (url === prefix || url.startsWith(`${prefix}/`) || url.startsWith(`${prefix}?`)) {
+      void petstore
+        .handle({
+          method: request.method,
+          path: url.slice(prefix.length) || '/',
+          headers: request.headers,
+          body: nodeRequestBody(request.raw),
+          clientAddress: request.ip,
+          logger: request.log,
+        })
+        .then((answer) => send(reply, answer));
+      return;
+    }
+    // Fastify's own answer for framework errors outside the API.
+    const statusCode = error.statusCode ?? 400;
+    void reply.code(statusCode).send({ error: 'Bad Request', code: error.code, message: error.message, statusCode });
+  };
+  return handler as NonNullable<FastifyServerOptions['frameworkErrors']>;
 }
 
 /** The principal {@link petstoreGuard} admitted for this request, or `undefined` when it did not run. */

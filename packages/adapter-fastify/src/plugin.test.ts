@@ -3,7 +3,7 @@ import { fakeClock } from '@petstore/core/testing';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { petstoreFastify, petstoreGuard, principalOf } from './index.js';
+import { petstoreFastify, petstoreFrameworkErrors, petstoreGuard, principalOf } from './index.js';
 
 const auth = { authorization: 'Bearer test-key' };
 const newPetstore = (): Petstore =>
@@ -126,5 +126,21 @@ describe('petstoreFastify', () => {
     const event = lines.find((line) => line['msg'] === 'petstore: request without a valid API key');
     expect(event).toMatchObject({ level: 30, reqId: expect.any(String), petstore: { type: 'unauthorized', presentedKey: true } });
     expect(JSON.stringify(lines)).not.toContain('wrong-key');
+  });
+
+  it('answers malformed URLs under the prefix through the API when frameworkErrors is wired, and leaves others to Fastify', async () => {
+    const petstore = newPetstore();
+    const app = Fastify({ frameworkErrors: petstoreFrameworkErrors(petstore, { prefix: '/v1' }) });
+    app.get('/files/:name', async () => ({ ok: true }));
+    await app.register(petstoreFastify, { prefix: '/v1', petstore });
+    const ours = await app.inject({ url: '/v1/pets/%ZZ', headers: auth });
+    expect(ours.statusCode).toBe(404);
+    expect(ours.json()).toEqual({ code: 'not_found', message: expect.any(String), status: 404 });
+    expect(ours.headers['x-ratelimit-remaining']).toBe('299');
+    const anonymous = await app.inject({ url: '/v1/pets/%ZZ' });
+    expect(anonymous.statusCode).toBe(401);
+    const host = await app.inject({ url: '/files/%ZZ' });
+    expect(host.statusCode).toBe(400);
+    expect(host.json()).toMatchObject({ code: 'FST_ERR_BAD_URL', statusCode: 400 });
   });
 });

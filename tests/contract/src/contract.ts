@@ -1,9 +1,12 @@
 /**
- * The HTTP contract of the petstore categories API (SPEC §4–§8): one list of cases, run against every
- * server implementation of `servers.ts` over real sockets. Call it inside a `describe` block.
+ * The HTTP contract of the petstore API (SPEC §1, §4–§9): the category operations, the host operations
+ * (getPetById, deprecated; listStoreOrders, beta), `/openapi.json`, and a host route behind the adapter's
+ * guard — one list of cases, run against every server implementation of `servers.ts` over real sockets.
+ * Call it inside a `describe` block.
  *
- * Most cases share one server per implementation and use their own API key; cases that move the clock or
- * use up the per-address anonymous quota start a server of their own.
+ * Most cases share one server per implementation and use their own API key; cases that move the clock, use
+ * up the per-address anonymous quota or need other options (no handlers, another deprecation) start a server
+ * of their own.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
@@ -17,7 +20,18 @@ import {
   secondsToWindowEnd,
   type Answer,
 } from './http-client.js';
-import { ANONYMOUS_LIMITS, API_KEYS, SMALL_LIMITS, type RunningServer, type ServerImpl } from './servers.js';
+import {
+  ANONYMOUS_LIMITS,
+  API_KEYS,
+  HOST_ACCOUNT_ID,
+  PET_DEPRECATION,
+  REPORTS_ACCOUNT_ID,
+  SMALL_LIMITS,
+  STORE_ORDERS,
+  type RunningServer,
+  type ServerImpl,
+  type StartOptions,
+} from './servers.js';
 
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
@@ -27,6 +41,28 @@ interface CategoryJson {
   id: number;
   name: string;
   description?: string;
+}
+
+/** The `rel` of each `Link` header entry, by target URL (RFC 8288; enough for the links the API sends). */
+function linksOf(answer: Answer): Map<string, string> {
+  const links = new Map<string, string>();
+  for (const match of (answer.headers.get('link') ?? '').matchAll(/<([^>]*)>([^,]*)/g)) {
+    const rel = /;\s*rel="?([^";]+)"?/.exec(match[2] ?? '')?.[1];
+    if (rel !== undefined) links.set(match[1] as string, rel);
+  }
+  return links;
+}
+
+/**
+ * Asserts the deprecation headers of getPetById (SPEC §9): `Deprecation: @<unix-seconds>` (RFC 9745),
+ * `Sunset: <IMF-fixdate>` (RFC 8594), and `Link` with rel="deprecation" and rel="sunset".
+ */
+function expectPetDeprecationHeaders(answer: Answer): void {
+  expect(answer.headers.get('deprecation')).toBe(`@${PET_DEPRECATION.deprecatedAtMs / 1000}`);
+  expect(answer.headers.get('sunset')).toBe(new Date(PET_DEPRECATION.sunsetAtMs).toUTCString());
+  const links = linksOf(answer);
+  expect(links.get(PET_DEPRECATION.documentationUrl), answer.headers.get('link') ?? '(no Link)').toBe('deprecation');
+  expect(links.get(PET_DEPRECATION.sunsetUrl), answer.headers.get('link') ?? '(no Link)').toBe('sunset');
 }
 
 /** Registers the contract cases for one server implementation. */
@@ -39,9 +75,9 @@ export function defineContractCases(impl: ServerImpl): void {
     await server?.close();
   });
 
-  /** Runs `body` against a server of its own, closed afterwards. */
-  async function withOwnServer(body: (own: RunningServer) => Promise<void>): Promise<void> {
-    const own = await impl.start();
+  /** Runs `body` against a server of its own (started with `options`), closed afterwards. */
+  async function withOwnServer(body: (own: RunningServer) => Promise<void>, options?: StartOptions): Promise<void> {
+    const own = await impl.start(options);
     try {
       await body(own);
     } finally {
@@ -273,6 +309,199 @@ export function defineContractCases(impl: ServerImpl): void {
     expect(answer.headers.get('allow')).toBe('GET, HEAD, POST');
   });
 
+  // ---- host operations (SPEC §1): getPetById (deprecated, SPEC §9) and listStoreOrders (beta) ----
+
+  it('GET /v1/pets/7 answers 200 with the handler\'s body, Deprecation, Sunset, Link and the rate-limit headers', async () => {
+    const callsBefore = server.hostCalls.length;
+    const answer = await call(server, '/v1/pets/7', { apiKey: API_KEYS.host });
+    expect(answer.status, answer.text).toBe(200);
+    expectJsonContentType(answer);
+    expect(jsonOf(answer)).toEqual({ id: 7, requestedBy: HOST_ACCOUNT_ID, stability: null });
+    expectPetDeprecationHeaders(answer);
+    expectRateLimitHeaders(answer, server);
+    expect(server.hostCalls.slice(callsBefore)).toEqual([
+      { operationId: 'getPetById', params: { petId: '7' }, query: '', accountId: HOST_ACCOUNT_ID, stability: null },
+    ]);
+  });
+
+  it('GET /v1/pets/%37 (percent-encoded "7") reaches the handler as petId "7"', async () => {
+    const answer = await call(server, '/v1/pets/%37', { apiKey: API_KEYS.host });
+    expect(answer.status, answer.text).toBe(200);
+    expect(jsonOf(answer)).toMatchObject({ id: 7 });
+  });
+
+  it('GET /v1/pets/7 without a key, or with an invalid one, answers 401 and never calls the handler', async () => {
+    const callsBefore = server.hostCalls.length;
+    const missing = await call(server, '/v1/pets/7');
+    expectError(missing, server, 401, 'unauthorized');
+    expect(missing.headers.get('www-authenticate')).toBe('Bearer realm="petstore"');
+    const invalid = await call(server, '/v1/pets/7', { apiKey: INVALID_KEY });
+    expectError(invalid, server, 401, 'unauthorized');
+    expect(invalid.headers.get('www-authenticate')).toContain('error="invalid_token"');
+    expect(server.hostCalls.length).toBe(callsBefore);
+  });
+
+  it.each(['abc', '0', '-1', '1.5', '1e3', '9007199254740992'])(
+    'GET /v1/pets/%s answers 400 validation_failed (petId is a positive integer) and never calls the handler',
+    async (petId) => {
+      const callsBefore = server.hostCalls.length;
+      const answer = await call(server, `/v1/pets/${petId}`, { apiKey: API_KEYS.host });
+      expectError(answer, server, 400, 'validation_failed');
+      expectPetDeprecationHeaders(answer);
+      expect(server.hostCalls.length).toBe(callsBefore);
+    },
+  );
+
+  it('answers a path with malformed percent-encoding (/v1/pets/%ZZ) 404 not_found with the Error body and rate-limit headers', async () => {
+    const answer = await call(server, '/v1/pets/%ZZ', { apiKey: API_KEYS.host });
+    expectError(answer, server, 404, 'not_found');
+  });
+
+  it('answers 404 for /v1/pets/ and /v1/pets/7/toys, and 405 with Allow: GET, HEAD for POST /v1/pets/7', async () => {
+    expectError(await call(server, '/v1/pets/', { apiKey: API_KEYS.host }), server, 404, 'not_found');
+    expectError(await call(server, '/v1/pets/7/toys', { apiKey: API_KEYS.host }), server, 404, 'not_found');
+    const post = await call(server, '/v1/pets/7', { method: 'POST', apiKey: API_KEYS.host, json: { name: 'Rex' } });
+    expectError(post, server, 405, 'method_not_allowed');
+    expect(post.headers.get('allow')).toBe('GET, HEAD');
+  });
+
+  it('GET /v1/store/orders answers 200 with the handler\'s body; the handler saw stability "beta"; no Deprecation', async () => {
+    const callsBefore = server.hostCalls.length;
+    const answer = await call(server, '/v1/store/orders', { apiKey: API_KEYS.host });
+    expect(answer.status, answer.text).toBe(200);
+    expectJsonContentType(answer);
+    expect(jsonOf(answer)).toEqual(STORE_ORDERS);
+    expectRateLimitHeaders(answer, server);
+    expect(answer.headers.get('deprecation')).toBeNull();
+    expect(answer.headers.get('sunset')).toBeNull();
+    expect(server.hostCalls.slice(callsBefore)).toEqual([
+      { operationId: 'listStoreOrders', params: {}, query: '', accountId: HOST_ACCOUNT_ID, stability: 'beta' },
+    ]);
+  });
+
+  it('passes the query string to the host handler: GET /v1/store/orders?status=placed&limit=2', async () => {
+    const callsBefore = server.hostCalls.length;
+    const answer = await call(server, '/v1/store/orders?status=placed&limit=2', { apiKey: API_KEYS.host });
+    expect(answer.status, answer.text).toBe(200);
+    expect(server.hostCalls.slice(callsBefore).map((hostCall) => hostCall.query)).toEqual(['status=placed&limit=2']);
+  });
+
+  it('without host handlers answers 501 not_implemented for getPetById and listStoreOrders (petId still checked first)', async () => {
+    await withOwnServer(
+      async (own) => {
+        const pet = await call(own, '/v1/pets/7', { apiKey: API_KEYS.host });
+        expectError(pet, own, 501, 'not_implemented');
+        expectPetDeprecationHeaders(pet);
+        expectError(await call(own, '/v1/store/orders', { apiKey: API_KEYS.host }), own, 501, 'not_implemented');
+        expectError(await call(own, '/v1/pets/abc', { apiKey: API_KEYS.host }), own, 400, 'validation_failed');
+        // Authentication still comes first.
+        expectError(await call(own, '/v1/store/orders'), own, 401, 'unauthorized');
+        expect(own.hostCalls).toEqual([]);
+      },
+      { handlers: false },
+    );
+  });
+
+  it('serves getPetById until its sunset, then answers 410 gone with Deprecation, Sunset, Link and the rate-limit headers', async () => {
+    await withOwnServer(async (own) => {
+      own.clock.set(PET_DEPRECATION.sunsetAtMs - 1);
+      const before = await call(own, '/v1/pets/7', { apiKey: API_KEYS.host });
+      expect(before.status, before.text).toBe(200);
+      expectPetDeprecationHeaders(before);
+      expect(own.hostCalls).toHaveLength(1);
+
+      own.clock.set(PET_DEPRECATION.sunsetAtMs);
+      const gone = await call(own, '/v1/pets/7', { apiKey: API_KEYS.host });
+      expectError(gone, own, 410, 'gone');
+      expectPetDeprecationHeaders(gone);
+
+      own.clock.advance(30 * DAY_MS);
+      const later = await call(own, '/v1/pets/7', { apiKey: API_KEYS.host });
+      expectError(later, own, 410, 'gone');
+      expectPetDeprecationHeaders(later);
+      expect(own.hostCalls).toHaveLength(1);
+
+      // Only the deprecated operation retires.
+      const orders = await call(own, '/v1/store/orders', { apiKey: API_KEYS.host });
+      expect(orders.status, orders.text).toBe(200);
+    });
+  });
+
+  it('keeps serving getPetById after its sunset with afterSunset: "serve", still with the deprecation headers', async () => {
+    await withOwnServer(
+      async (own) => {
+        own.clock.set(PET_DEPRECATION.sunsetAtMs + DAY_MS);
+        const answer = await call(own, '/v1/pets/7', { apiKey: API_KEYS.host });
+        expect(answer.status, answer.text).toBe(200);
+        expect(jsonOf(answer)).toEqual({ id: 7, requestedBy: HOST_ACCOUNT_ID, stability: null });
+        expectPetDeprecationHeaders(answer);
+        expectRateLimitHeaders(answer, own);
+      },
+      { deprecation: { afterSunset: 'serve' } },
+    );
+  });
+
+  it('sends the configured deprecation and sunset URLs in Link unchanged (percent-encoding kept, not encoded twice)', async () => {
+    const documentationUrl = 'https://petstore.example/docs/deprecations?since=2025-12-02T12%3A34%3A56Z#get-pet-by-id';
+    const sunsetUrl = 'https://petstore.example/docs/sunset%20notes';
+    await withOwnServer(
+      async (own) => {
+        const answer = await call(own, '/v1/pets/7', { apiKey: API_KEYS.host });
+        expect(answer.status, answer.text).toBe(200);
+        const links = linksOf(answer);
+        expect(links.get(documentationUrl), answer.headers.get('link') ?? '(no Link)').toBe('deprecation');
+        expect(links.get(sunsetUrl), answer.headers.get('link') ?? '(no Link)').toBe('sunset');
+      },
+      { deprecation: { documentationUrl, sunsetUrl } },
+    );
+  });
+
+  // ---- the OpenAPI description (SPEC §1, §9) ----
+
+  it('GET /v1/openapi.json without a key answers 200 with the OpenAPI 3.0.3 description and the anonymous rate-limit headers', async () => {
+    const answer = await call(server, '/v1/openapi.json');
+    expect(answer.status, answer.text).toBe(200);
+    expectJsonContentType(answer);
+    expect(answer.headers.get('www-authenticate')).toBeNull();
+    const document = jsonOf(answer) as {
+      openapi: string;
+      info: { version: string };
+      paths: Record<string, Record<string, Record<string, unknown>>>;
+    };
+    expect(document.openapi).toBe('3.0.3');
+    expect(document.info.version).toBe('1.0.0');
+    expect(document.paths['/store/orders']?.['get']).toMatchObject({ operationId: 'listStoreOrders', 'x-stability': 'beta' });
+    expect(document.paths['/pets/{petId}']?.['get']).toMatchObject({ operationId: 'getPetById', deprecated: true });
+    expect(document.paths['/categories']?.['get']).not.toHaveProperty('deprecated');
+    expect(document.paths['/categories']?.['get']).not.toHaveProperty('x-stability');
+    expect(document).toEqual(server.petstore.openapi);
+    const headers = expectRateLimitHeaders(answer, server);
+    expect(headers.limit).toBe(ANONYMOUS_LIMITS.requestsPerMinute);
+  });
+
+  it('charges GET /v1/openapi.json to a valid key: remaining falls across it and /v1/categories', async () => {
+    const remaining: number[] = [];
+    for (const path of ['/v1/openapi.json', '/v1/categories', '/v1/openapi.json']) {
+      const answer = await call(server, path, { apiKey: API_KEYS.openapi });
+      expect(answer.status, `${path}: ${answer.text}`).toBe(200);
+      const headers = expectRateLimitHeaders(answer, server);
+      expect(headers.limit).toBe(60); // free plan
+      remaining.push(headers.remaining);
+    }
+    expect(remaining).toEqual([59, 58, 57]);
+  });
+
+  it('rate limits GET /v1/openapi.json without a key like everything else: the 31st of the minute answers 429', async () => {
+    await withOwnServer(async (own) => {
+      for (let i = 1; i <= ANONYMOUS_LIMITS.requestsPerMinute; i += 1) {
+        const answer = await call(own, '/v1/openapi.json');
+        expect(answer.status, answer.text).toBe(200);
+        expect(intHeader(answer, 'x-ratelimit-remaining')).toBe(ANONYMOUS_LIMITS.requestsPerMinute - i);
+      }
+      expectRateLimited(await call(own, '/v1/openapi.json'), own);
+    });
+  });
+
   // ---- rate limits (SPEC §8) ----
 
   it('answers the 6th request of the minute 429 with Retry-After; the rejection does not burn the day quota', async () => {
@@ -370,6 +599,57 @@ export function defineContractCases(impl: ServerImpl): void {
     expect(jsonOf(answer)).toEqual({ ok: true });
     expect(answer.headers.get('x-ratelimit-limit')).toBeNull();
   });
+
+  // ---- a host route behind the adapter's petstoreGuard: the API's keys, quotas, headers and errors ----
+
+  it.skipIf(!impl.capabilities.hostRoutes)(
+    'guards GET /reports: 200 with the principal\'s accountId and X-RateLimit-*, on the same quota as the API',
+    async () => {
+      const remaining: number[] = [];
+      for (const path of ['/reports', '/v1/categories', '/reports']) {
+        const answer = await call(server, path, { apiKey: API_KEYS.reports });
+        expect(answer.status, `${path}: ${answer.text}`).toBe(200);
+        expectJsonContentType(answer);
+        if (path === '/reports') expect(jsonOf(answer)).toEqual({ accountId: REPORTS_ACCOUNT_ID });
+        const headers = expectRateLimitHeaders(answer, server);
+        expect(headers.limit).toBe(60); // free plan
+        remaining.push(headers.remaining);
+      }
+      expect(remaining).toEqual([59, 58, 57]);
+    },
+  );
+
+  it.skipIf(!impl.capabilities.hostRoutes)(
+    'answers GET /reports without a key, or with an invalid one, 401 with the Error body and WWW-Authenticate',
+    async () => {
+      const missing = await call(server, '/reports');
+      expectError(missing, server, 401, 'unauthorized');
+      expect(missing.headers.get('www-authenticate')).toBe('Bearer realm="petstore"');
+      const invalid = await call(server, '/reports', { apiKey: INVALID_KEY });
+      expectError(invalid, server, 401, 'unauthorized');
+      expect(invalid.headers.get('www-authenticate')).toContain('error="invalid_token"');
+      expect(invalid.text).not.toContain(INVALID_KEY);
+    },
+  );
+
+  it.skipIf(!impl.capabilities.hostRoutes)(
+    'answers GET /reports 429 with Retry-After once the key\'s minute is used up across /reports and the API',
+    async () => {
+      await withOwnServer(async (own) => {
+        const paths = ['/reports', '/v1/categories', '/reports', '/v1/categories', '/reports'];
+        expect(paths).toHaveLength(SMALL_LIMITS.requestsPerMinute);
+        for (const [index, path] of paths.entries()) {
+          const answer = await call(own, path, { apiKey: API_KEYS.limits });
+          expect(answer.status, `${path}: ${answer.text}`).toBe(200);
+          expect(intHeader(answer, 'x-ratelimit-remaining')).toBe(SMALL_LIMITS.requestsPerMinute - index - 1);
+        }
+        const rejected = await call(own, '/reports', { apiKey: API_KEYS.limits });
+        expect(expectRateLimited(rejected, own)).toBe(secondsToWindowEnd(own, MINUTE_MS));
+        expect(intHeader(rejected, 'x-ratelimit-remaining')).toBe(0);
+        expectRateLimited(await call(own, '/v1/categories', { apiKey: API_KEYS.limits }), own);
+      });
+    },
+  );
 
   it.skipIf(impl.capabilities.hostJsonParser === undefined)(
     "leaves the host's JSON parser alone: POST /echo answers with the parsed body",

@@ -1,7 +1,8 @@
 /**
  * The server implementations the contract suite runs against, each listening on a real socket
- * (127.0.0.1, port 0) with a fresh petstore: memory stores, a frozen fake clock, and the API keys of
- * {@link API_KEYS}.
+ * (127.0.0.1, port 0) with a fresh petstore: memory stores, a frozen fake clock, the API keys of
+ * {@link API_KEYS}, host handlers for getPetById and listStoreOrders, getPetById deprecated as
+ * {@link PET_DEPRECATION}, and listStoreOrders marked beta.
  *
  * Modelled on @whatwg-node/server's `runTestsForEachServerImpl` (test/test-server.ts): one factory per
  * implementation, and capability flags for cases that only some of them can run.
@@ -9,9 +10,23 @@
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import { serve } from '@hono/node-server';
-import { petstoreExpress } from '@petstore/adapter-express';
-import { petstoreFastify } from '@petstore/adapter-fastify';
-import { createPetstore, staticApiKeys, type Petstore, type StaticApiKey } from '@petstore/core';
+import { petstoreExpress, petstoreGuard as expressGuard } from '@petstore/adapter-express';
+import {
+  petstoreFastify,
+  petstoreFrameworkErrors,
+  petstoreGuard as fastifyGuard,
+  principalOf,
+} from '@petstore/adapter-fastify';
+import {
+  createPetstore,
+  staticApiKeys,
+  type DeprecationPolicy,
+  type HostOperationContext,
+  type HostOperationHandler,
+  type HostOperationId,
+  type Petstore,
+  type StaticApiKey,
+} from '@petstore/core';
 import { fakeClock, type FakeClock } from '@petstore/core/testing';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
 import express from 'express';
@@ -34,7 +49,18 @@ export const API_KEYS = {
   bulk: 'contract-bulk-enterprise-key',
   /** Enterprise, big limits: every case that does not count quota. */
   general: 'contract-general-enterprise-key',
+  /** Enterprise, big limits, account {@link HOST_ACCOUNT_ID}: the host operations (pets, store orders). */
+  host: 'contract-host-enterprise-key',
+  /** Free plan: `GET /v1/openapi.json` charged to a valid key. */
+  openapi: 'contract-openapi-free-key',
+  /** Free plan, account {@link REPORTS_ACCOUNT_ID}: the guarded host route sharing the API's quota. */
+  reports: 'contract-reports-free-key',
 } as const;
+
+/** The account of {@link API_KEYS.host}, which the getPetById handler echoes as `requestedBy`. */
+export const HOST_ACCOUNT_ID = 'contract-account-host';
+/** The account of {@link API_KEYS.reports}, which the guarded `GET /reports` answers with. */
+export const REPORTS_ACCOUNT_ID = 'contract-account-reports';
 
 /** The custom limits of {@link API_KEYS.limits}. */
 export const SMALL_LIMITS = { requestsPerMinute: 5, requestsPerDay: 8 } as const;
@@ -50,6 +76,9 @@ const STATIC_KEYS: StaticApiKey[] = [
   { key: API_KEYS.limits, plan: 'enterprise', limits: SMALL_LIMITS },
   { key: API_KEYS.bulk, plan: 'enterprise', limits: BIG_LIMITS },
   { key: API_KEYS.general, plan: 'enterprise', limits: BIG_LIMITS },
+  { key: API_KEYS.host, plan: 'enterprise', limits: BIG_LIMITS, accountId: HOST_ACCOUNT_ID },
+  { key: API_KEYS.openapi, plan: 'free' },
+  { key: API_KEYS.reports, plan: 'free', accountId: REPORTS_ACCOUNT_ID },
 ];
 
 /**
@@ -58,9 +87,51 @@ const STATIC_KEYS: StaticApiKey[] = [
  */
 export const CLOCK_START_MS = Date.UTC(2026, 0, 1, 12, 34, 56, 789);
 
+const DAY_MS = 86_400_000;
+const wholeSecondMs = (ms: number) => Math.floor(ms / 1000) * 1000;
+
+/**
+ * How every server deprecates `getPetById` (SPEC §9): deprecated 30 days before the clock start, sunset 7
+ * days after it (both on whole seconds, so `Deprecation: @<seconds>` is exactly `deprecatedAtMs / 1000`),
+ * with documentation and sunset links.
+ */
+export const PET_DEPRECATION = {
+  deprecatedAtMs: wholeSecondMs(CLOCK_START_MS - 30 * DAY_MS),
+  sunsetAtMs: wholeSecondMs(CLOCK_START_MS + 7 * DAY_MS),
+  documentationUrl: 'https://petstore.example/docs/deprecations#get-pet-by-id',
+  sunsetUrl: 'https://petstore.example/docs/sunsets#get-pet-by-id',
+} as const satisfies DeprecationPolicy;
+
+/** The stability markers every server configures (SPEC §9). */
+export const STABILITY = { listStoreOrders: 'beta' } as const;
+
+/** What the `listStoreOrders` handler answers. */
+export const STORE_ORDERS = [{ id: 1 }] as const;
+
+/** One call of a host handler, as the handler saw it. */
+export interface HostCall {
+  operationId: HostOperationId;
+  params: Record<string, string>;
+  /** `context.query` as a string (`a=1&b=2`). */
+  query: string;
+  accountId: string;
+  stability: string | null;
+}
+
+/** Options of {@link ServerImpl.start}. */
+export interface StartOptions {
+  /** Supply the host handlers (getPetById, listStoreOrders). Default `true`; `false` → they answer 501. */
+  handlers?: boolean;
+  /** Fields replacing those of {@link PET_DEPRECATION} (e.g. `afterSunset: 'serve'`). */
+  deprecation?: Partial<DeprecationPolicy>;
+}
+
 /** What a server implementation can do besides the API. */
 export interface ServerCapabilities {
-  /** The host app has its own routes: `GET /health` → `{ ok: true }`. */
+  /**
+   * The host app has its own routes: `GET /health` → `{ ok: true }`, and `GET /reports` behind the
+   * adapter's `petstoreGuard` → `{ accountId }` of the admitted principal.
+   */
   hostRoutes: boolean;
   /** The host app parses JSON itself before the API sees the request, and serves `POST /echo` with it. */
   hostJsonParser: 'fastify' | 'express' | undefined;
@@ -72,6 +143,10 @@ export interface RunningServer {
   readonly origin: string;
   /** The server's clock (frozen until a case moves it). */
   readonly clock: FakeClock;
+  /** The petstore the server serves (in this process). */
+  readonly petstore: Petstore;
+  /** Every call of a host handler so far, oldest first. */
+  readonly hostCalls: readonly HostCall[];
   /** Stops listening and drops open connections. */
   close(): Promise<void>;
 }
@@ -80,12 +155,49 @@ export interface RunningServer {
 export interface ServerImpl {
   readonly name: string;
   readonly capabilities: ServerCapabilities;
-  start(): Promise<RunningServer>;
+  start(options?: StartOptions): Promise<RunningServer>;
 }
 
-/** A fresh petstore with memory stores, the fake clock and {@link STATIC_KEYS}. */
-function testPetstore(clock: FakeClock): Petstore {
-  return createPetstore({
+/** What every implementation's `start` builds before wiring its framework. */
+interface TestPetstore {
+  clock: FakeClock;
+  petstore: Petstore;
+  hostCalls: HostCall[];
+}
+
+/**
+ * A fresh petstore with memory stores, a fake clock at {@link CLOCK_START_MS}, {@link STATIC_KEYS},
+ * {@link PET_DEPRECATION}, {@link STABILITY}, and (unless `handlers: false`) host handlers that record their
+ * calls: getPetById echoes `{ id, requestedBy, stability }`, listStoreOrders answers {@link STORE_ORDERS}.
+ */
+function testPetstore(options: StartOptions = {}): TestPetstore {
+  const clock = fakeClock(CLOCK_START_MS);
+  const hostCalls: HostCall[] = [];
+  const record = (context: HostOperationContext) =>
+    hostCalls.push({
+      operationId: context.operationId,
+      params: { ...context.params },
+      query: context.query.toString(),
+      accountId: context.principal.accountId,
+      stability: context.stability ?? null,
+    });
+  const handlers: Partial<Record<HostOperationId, HostOperationHandler>> = {
+    getPetById: (context) => {
+      record(context);
+      return {
+        body: {
+          id: Number(context.params['petId']),
+          requestedBy: context.principal.accountId,
+          stability: context.stability ?? null,
+        },
+      };
+    },
+    listStoreOrders: (context) => {
+      record(context);
+      return { body: STORE_ORDERS };
+    },
+  };
+  const petstore = createPetstore({
     apiKeys: staticApiKeys(STATIC_KEYS),
     categories: memoryCategoryStore(),
     rateLimit: {
@@ -93,7 +205,11 @@ function testPetstore(clock: FakeClock): Petstore {
       anonymousStore: memoryRateLimitStore({ clock }),
     },
     clock,
+    ...(options.handlers === false ? {} : { handlers }),
+    deprecations: { getPetById: { ...PET_DEPRECATION, ...options.deprecation } },
+    stability: STABILITY,
   });
+  return { clock, petstore, hostCalls };
 }
 
 function originOf(address: AddressInfo | string | null): string {
@@ -116,19 +232,23 @@ function listenNode(server: Server): Promise<string> {
   });
 }
 
-/** A host Fastify 5 app with its own routes and JSON parser, and the plugin under `/v1`. */
+/** A host Fastify 5 app with its own routes (one guarded) and JSON parser, and the plugin under `/v1`. */
 const fastifyImpl: ServerImpl = {
   name: 'fastify',
   capabilities: { hostRoutes: true, hostJsonParser: 'fastify' },
-  async start() {
-    const clock = fakeClock(CLOCK_START_MS);
-    const app = Fastify({ logger: false });
+  async start(options) {
+    const { clock, petstore, hostCalls } = testPetstore(options);
+    // Fastify rejects malformed URLs before any plugin runs; frameworkErrors hands those under /v1 to the API.
+    const app = Fastify({ logger: false, frameworkErrors: petstoreFrameworkErrors(petstore, { prefix: '/v1' }) });
     app.get('/health', async () => ({ ok: true }));
     app.post('/echo', async (request) => request.body);
-    await app.register(petstoreFastify, { prefix: '/v1', petstore: testPetstore(clock) });
+    app.get('/reports', { onRequest: fastifyGuard(petstore) }, async (request) => ({
+      accountId: principalOf(request)?.accountId,
+    }));
+    await app.register(petstoreFastify, { prefix: '/v1', petstore });
     await app.listen({ port: 0, host: '127.0.0.1' });
     const origin = originOf(app.server.address());
-    return { origin, clock, close: () => app.close() };
+    return { origin, clock, petstore, hostCalls, close: () => app.close() };
   },
 };
 
@@ -136,8 +256,8 @@ function expressImpl(name: string, withJsonParser: boolean): ServerImpl {
   return {
     name,
     capabilities: { hostRoutes: true, hostJsonParser: withJsonParser ? 'express' : undefined },
-    async start() {
-      const clock = fakeClock(CLOCK_START_MS);
+    async start(options) {
+      const { clock, petstore, hostCalls } = testPetstore(options);
       const app = express();
       if (withJsonParser) {
         app.use(express.json());
@@ -148,10 +268,13 @@ function expressImpl(name: string, withJsonParser: boolean): ServerImpl {
       app.get('/health', (_request, response) => {
         response.json({ ok: true });
       });
-      app.use('/v1', petstoreExpress({ petstore: testPetstore(clock) }));
+      app.get('/reports', expressGuard(petstore), (_request, response) => {
+        response.json({ accountId: response.locals.petstorePrincipal?.accountId });
+      });
+      app.use('/v1', petstoreExpress({ petstore }));
       const server = createServer(app);
       const origin = await listenNode(server);
-      return { origin, clock, close: () => closeNodeServer(server) };
+      return { origin, clock, petstore, hostCalls, close: () => closeNodeServer(server) };
     },
   };
 }
@@ -160,9 +283,8 @@ function expressImpl(name: string, withJsonParser: boolean): ServerImpl {
 const fetchImpl: ServerImpl = {
   name: 'fetch',
   capabilities: { hostRoutes: false, hostJsonParser: undefined },
-  async start() {
-    const clock = fakeClock(CLOCK_START_MS);
-    const petstore = testPetstore(clock);
+  async start(options) {
+    const { clock, petstore, hostCalls } = testPetstore(options);
     let server: Server | undefined;
     const address = await new Promise<AddressInfo>((resolve) => {
       server = serve(
@@ -178,7 +300,7 @@ const fetchImpl: ServerImpl = {
       ) as Server;
     });
     const running = server as Server;
-    return { origin: originOf(address), clock, close: () => closeNodeServer(running) };
+    return { origin: originOf(address), clock, petstore, hostCalls, close: () => closeNodeServer(running) };
   },
 };
 
