@@ -1,32 +1,11 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createPetstoreClient, type PetstoreClientOptions } from './client.js';
+import { createPetstoreClient } from './client.js';
 import { PetstoreClientError, isPetstoreClientError } from './errors.js';
-import { errorAnswer, fakeTime, rateLimitHeaders, scriptedFetch, type ScriptStep } from './scripted-fetch.js';
+import { errorAnswer, rateLimitHeaders, scriptedFetch, type ScriptStep, rejection, scriptedClient as setup } from './scripted-fetch.js';
 
 const dogs = { id: 1, name: 'Dogs', description: 'Canine breeds' };
 
-function setup(script: ScriptStep[], options: Partial<PetstoreClientOptions> = {}) {
-  const time = fakeTime();
-  const server = scriptedFetch(script, time);
-  const client = createPetstoreClient({
-    baseUrl: 'http://api.test/v1',
-    apiKey: 'secret-key',
-    fetch: server.fetch,
-    sleep: time.sleep,
-    now: time.now,
-    ...options,
-  });
-  return { client, requests: server.requests, time };
-}
 
-async function rejection(promise: Promise<unknown>): Promise<PetstoreClientError> {
-  const error: unknown = await promise.then(
-    () => undefined,
-    (reason: unknown) => reason,
-  );
-  if (!isPetstoreClientError(error)) throw new Error(`expected a PetstoreClientError, got ${String(error)}`);
-  return error;
-}
 
 afterEach(() => {
   vi.unstubAllGlobals();

@@ -1,16 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createPetstoreClient, type PetstoreClientOptions } from './client.js';
-import { isPetstoreClientError, type PetstoreClientError } from './errors.js';
 import { DEFAULT_RETRY, backoffDelayMs, parseRetryAfter, resolveRetryOptions } from './retry.js';
-import {
-  errorAnswer,
-  fakeTime,
-  nodeFetchSystemError,
-  rateLimitHeaders,
-  scriptedFetch,
-  undiciConnectError,
-  type ScriptStep,
-} from './scripted-fetch.js';
+import { errorAnswer, fakeTime, nodeFetchSystemError, rateLimitHeaders, undiciConnectError, type ScriptStep, rejection, scriptedClient as setup } from './scripted-fetch.js';
 
 const ok: ScriptStep = { status: 200, headers: rateLimitHeaders(2, 1, 1_800_000_060), body: [] };
 const created: ScriptStep = { status: 201, body: { id: 1, name: 'Dogs' } };
@@ -18,29 +8,7 @@ const rateLimited = (retryAfter: string) => errorAnswer(429, 'rate_limited', { '
 const unavailable = (retryAfter?: string) =>
   errorAnswer(503, 'service_unavailable', retryAfter === undefined ? {} : { 'retry-after': retryAfter });
 
-function setup(script: ScriptStep[], options: Partial<PetstoreClientOptions> = {}) {
-  const time = fakeTime();
-  const server = scriptedFetch(script, time);
-  const client = createPetstoreClient({
-    baseUrl: 'http://api.test/v1',
-    apiKey: 'k',
-    fetch: server.fetch,
-    sleep: time.sleep,
-    now: time.now,
-    ...options,
-  });
-  const startMs = time.now();
-  return { client, time, requests: server.requests, sentAt: () => server.requests.map((r) => r.atMs - startMs) };
-}
 
-async function rejection(promise: Promise<unknown>): Promise<PetstoreClientError> {
-  const error: unknown = await promise.then(
-    () => undefined,
-    (reason: unknown) => reason,
-  );
-  if (!isPetstoreClientError(error)) throw new Error(`expected a PetstoreClientError, got ${String(error)}`);
-  return error;
-}
 
 describe('Retry-After', () => {
   it('waits exactly the Retry-After seconds before the retry, then succeeds', async () => {

@@ -2,6 +2,8 @@
  * Test support (not exported by the package): a fetch that plays a script of answers and failures, and a
  * fake clock whose `sleep` moves time instead of waiting.
  */
+import { createPetstoreClient, type PetstoreClientOptions } from './client.js';
+import { isPetstoreClientError, type PetstoreClientError } from './errors.js';
 import type { PetstoreFetch, PetstoreFetchInit, PetstoreFetchResponse } from './fetch-types.js';
 
 /** One scripted step: an answer, or a rejection of fetch itself (no answer received). */
@@ -86,4 +88,33 @@ export function nodeFetchSystemError(code: string): Error {
     code,
     errno: code,
   });
+}
+
+/**
+ * A client on a scripted fetch and a fake clock. `sentAt()` gives each request's send time relative to the
+ * start; `apiKey` is `secret-key`.
+ */
+export function scriptedClient(script: ScriptStep[], options: Partial<PetstoreClientOptions> = {}) {
+  const time = fakeTime();
+  const server = scriptedFetch(script, time);
+  const client = createPetstoreClient({
+    baseUrl: 'http://api.test/v1',
+    apiKey: 'secret-key',
+    fetch: server.fetch,
+    sleep: time.sleep,
+    now: time.now,
+    ...options,
+  });
+  const startMs = time.now();
+  return { client, time, requests: server.requests, sentAt: () => server.requests.map((r) => r.atMs - startMs) };
+}
+
+/** Resolves with the PetstoreClientError a promise rejects with; fails the test on anything else. */
+export async function rejection(promise: Promise<unknown>): Promise<PetstoreClientError> {
+  const error: unknown = await promise.then(
+    () => undefined,
+    (reason: unknown) => reason,
+  );
+  if (!isPetstoreClientError(error)) throw new Error(`expected a PetstoreClientError, got ${String(error)}`);
+  return error;
 }
