@@ -8,6 +8,8 @@ import type { Readable } from 'node:stream';
 import getRawBody from 'raw-body';
 import type { PetstoreRequestBody } from './http/types.js';
 
+const NO_BODY: PetstoreRequestBody = Object.freeze({ kind: 'none' });
+
 /**
  * The body of a Node request as a lazily read stream: the pipeline reads it only for operations that take a
  * body, after auth and rate limiting, and stops at the limit (then answers 413).
@@ -21,7 +23,7 @@ import type { PetstoreRequestBody } from './http/types.js';
  *   payload stream here.
  */
 export function nodeRequestBody(request: IncomingMessage, stream: Readable = request): PetstoreRequestBody {
-  if (!nodeRequestHasBody(request)) return { kind: 'none' };
+  if (!nodeRequestHasBody(request)) return NO_BODY;
   return {
     kind: 'stream',
     async read(limitBytes) {

@@ -97,7 +97,7 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
       [4, 96],
     ]);
     await store.consume('key:plan', at(T0 + 2, [{ name: 'day', limit: 100, windowMs: DAY_MS }]));
-    expect(Object.keys(await client.hgetall(store.redisKey('key:plan')))).toEqual(['w:day']);
+    expect(Object.keys(await client.hgetall(store.redisKey('key:plan'))).sort()).toEqual(['w:day:c', 'w:day:s']);
   });
 
   it('keeps one hash per key, in the documented layout', async () => {
@@ -108,15 +108,20 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
     await store.consume('key:k1', at(T0 + 5, windows, BAN));
     await store.consume('key:k1', at(T0 + 6, windows, BAN));
     expect(await client.hgetall(store.redisKey('key:k1'))).toEqual({
-      'w:minute': `${T0}:1`,
-      'w:day': `${T0}:1`,
-      rej: `${T0}:1`,
+      'w:minute:s': `${T0}`,
+      'w:minute:c': '1',
+      'w:day:s': `${T0}`,
+      'w:day:c': '1',
+      'rej:s': `${T0}`,
+      'rej:c': '1',
     });
     await store.consume('key:k1', at(T0 + 7, windows, BAN));
     await store.consume('key:k1', at(T0 + 8, windows, BAN));
     expect(await client.hgetall(store.redisKey('key:k1'))).toEqual({
-      'w:minute': `${T0}:1`,
-      'w:day': `${T0}:1`,
+      'w:minute:s': `${T0}`,
+      'w:minute:c': '1',
+      'w:day:s': `${T0}`,
+      'w:day:c': '1',
       ban: String(T0 + 8 + BAN.durationMs),
     });
     expect(await client.keys(`${keyPrefix}*`)).toEqual([`${keyPrefix}rl:key:k1`]);
@@ -295,8 +300,14 @@ describe('redisRateLimitStore when Redis fails', () => {
 /** The Redis hash the script should hold for a reference state (see rate-limit-script.ts). */
 function hashOf(state: RateLimitState): Record<string, string> {
   const hash: Record<string, string> = {};
-  for (const [name, counter] of Object.entries(state.counters)) hash[`w:${name}`] = `${counter.startMs}:${counter.count}`;
-  if (state.rejected) hash.rej = `${state.rejected.startMs}:${state.rejected.count}`;
+  for (const [name, counter] of Object.entries(state.counters)) {
+    hash[`w:${name}:s`] = String(counter.startMs);
+    hash[`w:${name}:c`] = String(counter.count);
+  }
+  if (state.rejected) {
+    hash['rej:s'] = String(state.rejected.startMs);
+    hash['rej:c'] = String(state.rejected.count);
+  }
   if (state.bannedUntilMs > 0) hash.ban = String(state.bannedUntilMs);
   return hash;
 }

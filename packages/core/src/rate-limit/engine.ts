@@ -15,7 +15,7 @@ import {
   limitsForPrincipal,
   windowsForLimits,
 } from './plans.js';
-import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitStore } from './types.js';
+import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitStore, RateLimitWindow } from './types.js';
 
 /** Options of {@link createRateLimiter}. */
 export interface RateLimiterOptions {
@@ -97,10 +97,28 @@ export interface RateLimiter {
 export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   const planLimits = { ...DEFAULT_PLAN_LIMITS, ...options.plans };
   for (const [plan, limits] of Object.entries(planLimits)) assertPlanLimits(limits, `plans.${plan}`);
-  const anonymousWindows = windowsForLimits(options.anonymous ?? DEFAULT_ANONYMOUS_LIMITS);
+  const anonymousWindows = frozenWindows(options.anonymous ?? DEFAULT_ANONYMOUS_LIMITS);
   if (options.anonymous) assertPlanLimits(options.anonymous, 'anonymous');
   const ban = options.ban === false ? undefined : (options.ban ?? DEFAULT_BAN_POLICY);
   if (ban !== undefined) assertBanPolicy(ban);
+  // Windows are built once per plan and once per custom-limits object (key stores hand out the same
+  // principal objects), not per request. Custom limits are checked when first seen, so a broken record
+  // fails closed (500) instead of leaving a window unlimited.
+  const planWindows = new Map(
+    Object.entries(planLimits).map(([plan, limits]) => [plan, frozenWindows(limits)] as const),
+  );
+  const customWindows = new WeakMap<PlanLimits, RateLimitWindow[]>();
+  function windowsOf(principal: Principal): RateLimitWindow[] {
+    const custom = principal.limits;
+    if (custom === undefined) return planWindows.get(principal.plan) ?? windowsForLimits(limitsForPrincipal(principal, planLimits));
+    let windows = customWindows.get(custom);
+    if (windows === undefined) {
+      assertPlanLimits(custom, 'principal.limits');
+      windows = frozenWindows(custom);
+      customWindows.set(custom, windows);
+    }
+    return windows;
+  }
   const anonymousStore = options.anonymousStore ?? options.store;
   const { clock, store, standardHeaders = false, onStoreError } = options;
   const failure = options.onStoreFailure ?? { mode: 'fail-closed' };
@@ -133,10 +151,8 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
       if ('principal' in subject) {
         // Custom limits come from the ApiKeyStore at request time: checked here so a broken record fails
         // closed (500) instead of leaving a window unlimited.
-        if (subject.principal.limits !== undefined) assertPlanLimits(subject.principal.limits, 'principal.limits');
-        const limits = limitsForPrincipal(subject.principal, planLimits);
         result = await consumeWithPolicy(store, `key:${subject.principal.keyId}`, {
-          windows: windowsForLimits(limits),
+          windows: windowsOf(subject.principal),
           nowMs,
           ban,
         });
@@ -158,6 +174,11 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
       };
     },
   };
+}
+
+/** The windows of some limits, frozen: one array is shared by every request of a plan. */
+function frozenWindows(limits: PlanLimits): RateLimitWindow[] {
+  return Object.freeze(windowsForLimits(limits).map((window) => Object.freeze(window))) as RateLimitWindow[];
 }
 
 function assertBanPolicy(ban: BanPolicy): void {
