@@ -99,6 +99,19 @@ describe('memoryRateLimitStore', () => {
     expect((await limiter.consume({ principal })).allowed).toBe(true);
   });
 
+  it('reads its clock once per consume, and expires entries by that reading', async () => {
+    const clock = fakeClock(START);
+    let reads = 0;
+    const store = memoryRateLimitStore({ clock: { now: () => (reads++, clock.now()) } });
+    await store.consume('key:a', request(minuteAndDay(5, 5), clock.now()));
+    await store.consume('key:a', request(minuteAndDay(5, 5), clock.now()));
+    expect(reads).toBe(2);
+    clock.advance(DAY_MS - 1);
+    expect(store.remainingTtlMs('key:a')).toBe(1);
+    clock.advance(2);
+    expect(store.remainingTtlMs('key:a')).toBeUndefined();
+  });
+
   it('rejects a maxKeys that is not a whole number >= 1', () => {
     expect(() => memoryRateLimitStore({ maxKeys: 0 })).toThrow(TypeError);
     expect(() => memoryRateLimitStore({ maxKeys: 1.5 })).toThrow(TypeError);

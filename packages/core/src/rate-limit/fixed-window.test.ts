@@ -303,3 +303,100 @@ describe('decideConsume: expiresAtMs', () => {
     }
   });
 });
+
+describe('decideConsume: one-pass admitted path', () => {
+  /** The two-pass algorithm decideConsume had before its one-pass path for admitted requests: the oracle. */
+  function twoPassReference(previous: RateLimitState | undefined, request: Parameters<typeof decideConsume>[1]) {
+    const { nowMs, ban } = request;
+    const counters: Record<string, { startMs: number; count: number }> = {};
+    const windows: WindowUsage[] = [];
+    let hasRoom = true;
+    let expiresAtMs = nowMs;
+    for (const window of request.windows) {
+      const startMs = windowStartMs(nowMs, window.windowMs);
+      const stored = previous?.counters[window.name];
+      const count = stored !== undefined && stored.startMs === startMs ? stored.count : 0;
+      counters[window.name] = { startMs, count };
+      if (count + 1 > window.limit) hasRoom = false;
+      const resetAtMs = startMs + window.windowMs;
+      expiresAtMs = Math.max(expiresAtMs, resetAtMs);
+      const { name, limit, windowMs } = window;
+      windows.push({ name, limit, windowMs, used: count, remaining: Math.max(0, limit - count), resetAtMs });
+    }
+    const endOf = (counter: { startMs: number }) => (ban ? counter.startMs + ban.intervalMs : 0);
+    const bannedUntilMs = previous?.bannedUntilMs ?? 0;
+    if (bannedUntilMs > nowMs) {
+      const state = previous as RateLimitState;
+      const result = { allowed: false, reason: 'banned', nowMs, windows, bannedUntilMs };
+      const stateEndMs = state.rejected ? endOf(state.rejected) : 0;
+      return { state, result, expiresAtMs: Math.max(expiresAtMs, bannedUntilMs, stateEndMs) };
+    }
+    if (hasRoom) {
+      for (const entry of windows) {
+        const counter = counters[entry.name]!;
+        counter.count += 1;
+        entry.used = counter.count;
+        entry.remaining = Math.max(0, entry.limit - counter.count);
+      }
+      const rejected = previous?.rejected;
+      const state = { counters, rejected, bannedUntilMs: 0 };
+      const result = { allowed: true, nowMs, windows };
+      return { state, result, expiresAtMs: Math.max(expiresAtMs, rejected ? endOf(rejected) : 0) };
+    }
+    if (ban === undefined) {
+      const state = { counters, rejected: undefined, bannedUntilMs: 0 };
+      return { state, result: { allowed: false, reason: 'rate_limited', nowMs, windows }, expiresAtMs };
+    }
+    const intervalStartMs = windowStartMs(nowMs, ban.intervalMs);
+    const rejectedCount = (previous?.rejected?.startMs === intervalStartMs ? previous.rejected.count : 0) + 1;
+    if (rejectedCount >= ban.rejectedThreshold) {
+      const banEndMs = nowMs + ban.durationMs;
+      const state = { counters, rejected: undefined, bannedUntilMs: banEndMs };
+      const result = { allowed: false, reason: 'banned', nowMs, windows, bannedUntilMs: banEndMs };
+      return { state, result, expiresAtMs: Math.max(expiresAtMs, banEndMs) };
+    }
+    const state = { counters, rejected: { startMs: intervalStartMs, count: rejectedCount }, bannedUntilMs: 0 };
+    const result = { allowed: false, reason: 'rate_limited', nowMs, windows };
+    return { state, result, expiresAtMs: Math.max(expiresAtMs, intervalStartMs + ban.intervalMs) };
+  }
+
+  it('decides exactly as the two-pass algorithm over a random run, duplicate window names included', () => {
+    let seed = 7;
+    const random = () => {
+      // mulberry32: deterministic, so a failing step can be replayed
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+    const pick = <T,>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
+    const plans: RateLimitWindow[][] = [
+      [minute(3), day(8)],
+      [minute(100), day(1000)],
+      [minute(2)],
+      [day(4), minute(1)],
+      [minute(0), { name: 'hour', limit: 3, windowMs: 60 * MINUTE }],
+      [minute(2), minute(5)],
+      [minute(4), { name: 'minute', limit: 4, windowMs: 60 * MINUTE }],
+      [],
+    ];
+    const bans: (BanPolicy | undefined)[] = [
+      undefined,
+      { rejectedThreshold: 3, intervalMs: MINUTE, durationMs: 5 * MINUTE },
+    ];
+    const states = new Map<string, RateLimitState>();
+    const outcomes = new Set<string>();
+    let nowMs = T0;
+    for (let step = 0; step < 5000; step++) {
+      nowMs += pick([0, 0, 0, 0, 1, 1000, 7 * SECOND, MINUTE, 10 * MINUTE, DAY / 3]);
+      const key = pick(['a', 'b', 'c']);
+      const request = { windows: pick(plans), nowMs, ban: pick(bans) };
+      const previous = states.get(key);
+      const decision = decideConsume(previous, request);
+      expect(decision, `step ${step}`).toStrictEqual(twoPassReference(previous, request));
+      states.set(key, decision.state);
+      outcomes.add(decision.result.allowed ? 'allowed' : decision.result.reason);
+    }
+    expect([...outcomes].sort()).toEqual(['allowed', 'banned', 'rate_limited']);
+  });
+});

@@ -1,0 +1,144 @@
+/**
+ * The HTTP benchmark: every server in its own process pinned to one core, autocannon in this process pinned
+ * to the other; a warm-up per server, then rounds that visit every server in turn (so drift of a noisy
+ * machine spreads over all of them), and the median of the rounds.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { BENCH_KEY, SERVER_NAMES, type ServerName } from './servers.js';
+
+/** One server's result: medians over the rounds. */
+export interface HttpRow {
+  name: ServerName;
+  requestsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** Every round's requests/s, for the record. */
+  rounds: number[];
+  /** Answers other than 200 during the measured rounds (must be 0). */
+  non2xx: number;
+  /** Redis commands (round trips) the server's client sent per answered request (Redis servers only). */
+  redisCommandsPerRequest?: number;
+}
+
+export interface HttpBenchOptions {
+  redisUrl: string;
+  rounds: number;
+  durationSeconds: number;
+  warmupSeconds: number;
+  connections: number;
+}
+
+const hasTaskset = (() => {
+  try {
+    execFileSync('taskset', ['-V'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+/** Pins this process (all its threads) to `cpu` when the machine has taskset and more than one core. */
+export function pinSelf(cpu: number): boolean {
+  if (!hasTaskset) return false;
+  try {
+    execFileSync('taskset', ['-a', '-cp', String(cpu), String(process.pid)], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const entry = fileURLToPath(new URL('./server-entry.ts', import.meta.url));
+
+function startServerProcess(name: ServerName, redisUrl: string, cpu: number | undefined): Promise<{ port: number; child: ChildProcess }> {
+  const node = [process.execPath, '--import', 'tsx', entry];
+  const [command, ...args] = cpu === undefined ? node : ['taskset', '-c', String(cpu), ...node];
+  const child = spawn(command as string, args, {
+    env: { ...process.env, BENCH_SERVER: name, REDIS_URL: redisUrl, NODE_ENV: 'production' },
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+  });
+  return new Promise((resolve, reject) => {
+    let output = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const port = /READY (\d+)/.exec(output)?.[1];
+      if (port) resolve({ port: Number(port), child });
+    });
+    child.once('exit', (code) => reject(new Error(`${name} exited with ${code}: ${output}`)));
+  });
+}
+
+function load(port: number, seconds: number, connections: number): Promise<autocannon.Result> {
+  return autocannon({
+    url: `http://127.0.0.1:${port}/v1/categories`,
+    headers: { authorization: `Bearer ${BENCH_KEY}` },
+    connections,
+    duration: seconds,
+  });
+}
+
+/** The Redis commands a server's client has sent so far (asked over IPC). */
+function redisCommands(child: ChildProcess): Promise<number> {
+  return new Promise((resolve) => {
+    child.once('message', (message) => resolve((message as { redisCommands: number }).redisCommands));
+    child.send('stats');
+  });
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+};
+
+/** Runs the HTTP benchmark; `log` reports progress. */
+export async function runHttpBenchmark(options: HttpBenchOptions, log: (line: string) => void): Promise<{ rows: HttpRow[]; pinned: boolean }> {
+  // BENCH_SERVERS=a,b narrows the run while working on one stack; the report needs all of them.
+  const wanted = process.env['BENCH_SERVERS']?.split(',');
+  const selected = SERVER_NAMES.filter((name) => wanted === undefined || wanted.includes(name));
+  const pinned = pinSelf(1);
+  const servers = new Map<ServerName, { port: number; child: ChildProcess }>();
+  try {
+    for (const name of selected) servers.set(name, await startServerProcess(name, options.redisUrl, pinned ? 0 : undefined));
+    for (const name of selected) {
+      log(`warm-up ${name}`);
+      await load((servers.get(name) as { port: number }).port, options.warmupSeconds, options.connections);
+    }
+    const samples = new Map<ServerName, { rps: number[]; p50: number[]; p99: number[]; non2xx: number; commands: number; answers: number }>();
+    for (const name of selected) samples.set(name, { rps: [], p50: [], p99: [], non2xx: 0, commands: 0, answers: 0 });
+    for (let round = 1; round <= options.rounds; round++) {
+      for (const name of selected) {
+        const sample = samples.get(name) as NonNullable<ReturnType<typeof samples.get>>;
+        const child = (servers.get(name) as { child: ChildProcess }).child;
+        const before = name.endsWith('-redis') ? await redisCommands(child) : 0;
+        const result = await load((servers.get(name) as { port: number }).port, options.durationSeconds, options.connections);
+        if (name.endsWith('-redis')) {
+          sample.commands += (await redisCommands(child)) - before;
+          sample.answers += result['2xx'];
+        }
+        sample.rps.push(result.requests.average);
+        sample.p50.push(result.latency.p50);
+        sample.p99.push(result.latency.p99);
+        sample.non2xx += result.non2xx + result.errors + result.timeouts;
+        log(`round ${round}/${options.rounds} ${name}: ${Math.round(result.requests.average)} req/s, p99 ${result.latency.p99} ms`);
+      }
+    }
+    const rows = selected.map((name): HttpRow => {
+      const sample = samples.get(name) as NonNullable<ReturnType<typeof samples.get>>;
+      return {
+        name,
+        requestsPerSecond: median(sample.rps),
+        p50Ms: median(sample.p50),
+        p99Ms: median(sample.p99),
+        rounds: sample.rps.map(Math.round),
+        non2xx: sample.non2xx,
+        ...(name.endsWith('-redis') ? { redisCommandsPerRequest: sample.commands / sample.answers } : {}),
+      };
+    });
+    return { rows, pinned };
+  } finally {
+    for (const { child } of servers.values()) child.kill('SIGTERM');
+  }
+}

@@ -1,0 +1,140 @@
+/**
+ * `npm run bench`: the HTTP benchmark against the peer stacks, the core rate-limit micro-benchmark, and memory
+ * per tracked key; writes BENCHMARKS.md at the repository root.
+ *
+ * Flags: `--quick` (short runs, for trying the harness), `--only=http,core,memory`.
+ */
+import { writeFileSync } from 'node:fs';
+import { cpus, totalmem, type as osType, release } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { resolveTestRedis } from '@petstore/storage-redis/testing';
+import { runHttpBenchmark, type HttpRow } from './http-bench.js';
+import type { CoreBenchResult } from './core-bench.js';
+import type { MemoryBenchResult } from './memory-bench.js';
+
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const only = new Set((args.find((arg) => arg.startsWith('--only='))?.slice(7) ?? 'http,core,memory').split(','));
+const log = (line: string) => console.log(`[bench] ${line}`);
+
+const settings = quick
+  ? { rounds: 1, durationSeconds: 2, warmupSeconds: 1, connections: 50 }
+  : { rounds: 5, durationSeconds: 5, warmupSeconds: 3, connections: 50 };
+
+let http: { rows: HttpRow[]; pinned: boolean } | undefined;
+if (only.has('http')) {
+  const redis = await resolveTestRedis();
+  if ('skipReason' in redis) throw new Error(`the Redis rows need Redis: ${redis.skipReason}`);
+  try {
+    http = await runHttpBenchmark({ redisUrl: redis.url, ...settings }, log);
+  } finally {
+    await redis.stop();
+  }
+}
+let core: CoreBenchResult | undefined;
+if (only.has('core')) {
+  log('core micro-benchmark');
+  core = await (await import('./core-bench.js')).runCoreBenchmark({ quick });
+}
+let memory: MemoryBenchResult | undefined;
+if (only.has('memory')) {
+  log('memory benchmark');
+  memory = await (await import('./memory-bench.js')).runMemoryBenchmark({ quick });
+}
+
+const report = renderReport({ http, core, memory, settings, quick });
+const target = fileURLToPath(new URL('../../BENCHMARKS.md', import.meta.url));
+writeFileSync(target, report);
+console.log(report);
+log(`written to ${target}`);
+
+interface ReportInput {
+  http: { rows: HttpRow[]; pinned: boolean } | undefined;
+  core: CoreBenchResult | undefined;
+  memory: MemoryBenchResult | undefined;
+  settings: typeof settings;
+  quick: boolean;
+}
+
+function renderReport({ http, core, memory, settings, quick }: ReportInput): string {
+  const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+  const ratio = (n: number) => `${n.toFixed(2)}×`;
+  const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
+  const lines: string[] = [];
+  const cpu = cpus();
+  lines.push(
+    '# Benchmarks',
+    '',
+    `Measured ${new Date().toISOString().slice(0, 10)} by \`npm run bench\`${quick ? ' (--quick: short runs, not for comparison)' : ''}.`,
+    '',
+    `Machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${fmt(totalmem() / 2 ** 30, 1)} GiB, ${osType()} ${release()}, Node.js ${process.version}. A shared, noisy machine: compare ratios within one run, not absolute numbers across runs.`,
+    '',
+  );
+  const budget: string[] = [];
+  if (http) {
+    const by = new Map(http.rows.map((row) => [row.name, row]));
+    const rps = (name: HttpRow['name']) => by.get(name)?.requestsPerSecond ?? Number.NaN;
+    const ceilingOf = (name: string) => (name.startsWith('fastify') ? 'fastify-bare' : 'express-bare');
+    const peerOf = (name: string) =>
+      name.endsWith('-redis') ? 'fastify-peer-redis' : name.startsWith('fastify') ? 'fastify-peer' : 'express-peer';
+    lines.push(
+      '## HTTP: GET /v1/categories, authenticated, three categories',
+      '',
+      `autocannon, ${settings.connections} connections, ${settings.warmupSeconds} s warm-up per server, then ${settings.rounds} rounds × ${settings.durationSeconds} s visiting every server in turn; the median round is reported. ${http.pinned ? 'Servers pinned to core 0, autocannon to core 1 (taskset).' : 'No pinning was possible on this machine.'} The quota is large enough never to reject (non-200 answers: ${http.rows.reduce((sum, row) => sum + row.non2xx, 0)}). Ours enforces a minute and a day window per key; the peers one window.`,
+      '',
+      '| server | req/s (median) | p50 ms | p99 ms | × ceiling | × peer | rounds (req/s) |',
+      '|---|---:|---:|---:|---:|---:|---|',
+    );
+    for (const row of http.rows) {
+      const ceiling = rps(ceilingOf(row.name) as HttpRow['name']) || row.requestsPerSecond;
+      const peer = row.name.includes('petstore') ? rps(peerOf(row.name) as HttpRow['name']) : undefined;
+      lines.push(
+        `| ${row.name} | ${fmt(row.requestsPerSecond)} | ${row.p50Ms} | ${row.p99Ms} | ${ratio(row.requestsPerSecond / ceiling)} | ${peer ? ratio(row.requestsPerSecond / peer) : '—'} | ${row.rounds.join(', ')} |`,
+      );
+    }
+    lines.push('', 'Servers: `*-bare` is the framework route alone (no auth, no limits) — the ceiling; `*-petstore` is our adapter (memory storage, or Redis for `*-redis`); `fastify-peer` is @fastify/bearer-auth + @fastify/rate-limit; `express-peer` is a bearer check (SHA-256, constant-time) + express-rate-limit; `fastify-peer-redis` is @fastify/bearer-auth + @fastify/rate-limit with its Redis store. Redis rows keep categories in memory and rate limits in Redis.', '');
+    const redisRows = http.rows.filter((row) => row.redisCommandsPerRequest !== undefined);
+    if (redisRows.length > 0) {
+      lines.push('Redis round trips per answered request (commands sent by the server\'s Redis client, counted at the client, over the measured rounds ÷ 200 answers; commands run inside a server-side script are not round trips):', '');
+      for (const row of redisRows) lines.push(`- ${row.name}: ${(row.redisCommandsPerRequest as number).toFixed(3)}`);
+      lines.push('');
+    }
+    budget.push(
+      `- Fastify adapter ≥ 0.90× bare Fastify: ${ratio(rps('fastify-petstore') / rps('fastify-bare'))} — ${verdict(rps('fastify-petstore') >= 0.9 * rps('fastify-bare'))}`,
+      `- Fastify adapter above the peer stack: ${ratio(rps('fastify-petstore') / rps('fastify-peer'))} — ${verdict(rps('fastify-petstore') > rps('fastify-peer'))}`,
+      `- Express adapter ≥ 0.90× bare Express: ${ratio(rps('express-petstore') / rps('express-bare'))} — ${verdict(rps('express-petstore') >= 0.9 * rps('express-bare'))}`,
+      `- Express adapter above the peer stack: ${ratio(rps('express-petstore') / rps('express-peer'))} — ${verdict(rps('express-petstore') > rps('express-peer'))}`,
+      `- Redis: one round trip per admitted request: ${redisRows.filter((row) => row.name.includes('petstore')).map((row) => `${row.name} ${(row.redisCommandsPerRequest as number).toFixed(3)}`).join(', ')} — ${verdict(redisRows.filter((row) => row.name.includes('petstore')).every((row) => Math.abs((row.redisCommandsPerRequest as number) - 1) < 0.01))}`,
+      `- Redis: above @fastify/rate-limit's Redis store: fastify ${ratio(rps('fastify-petstore-redis') / rps('fastify-peer-redis'))} — ${verdict(rps('fastify-petstore-redis') > rps('fastify-peer-redis'))}`,
+    );
+  }
+  if (core) {
+    lines.push(
+      '## Core: rate-limit decisions per second, minute + day windows',
+      '',
+      'Ours: `memoryRateLimitStore().consume` (both windows checked and charged atomically). Peer: rate-limiter-flexible `RateLimiterMemory`, one limiter per window, both consumed per decision. tinybench, median.',
+      '',
+      '| implementation | keys | decisions/s (median) | ± % | samples |',
+      '|---|---:|---:|---:|---:|',
+    );
+    for (const row of core.rows) lines.push(`| ${row.name} | ${fmt(row.keys)} | ${fmt(row.opsPerSecond)} | ${row.rme.toFixed(1)} | ${row.samples} |`);
+    lines.push('');
+    for (const { keys, oursOverPeer } of core.ratios) {
+      budget.push(`- Core ≥ 1.5× rate-limiter-flexible over ${fmt(keys)} keys: ${ratio(oursOverPeer)} — ${verdict(oursOverPeer >= 1.5)}`);
+    }
+  }
+  if (memory) {
+    lines.push(
+      '## Memory store',
+      '',
+      `- Heap per tracked key with ${fmt(memory.keys)} keys (minute + day counters, key \`key:<22 chars>\`): **${fmt(memory.heapBytesPerKey)} bytes**.`,
+      `- Flood: ${fmt(memory.flood.inserted)} distinct keys into a store with maxKeys ${fmt(memory.flood.maxKeys)} → ${fmt(memory.flood.sizeAfter)} keys held, ${fmt(memory.flood.heapBytesPerKeyAtMax)} heap bytes per key at the maximum.`,
+      '',
+    );
+    budget.push(
+      `- Memory store: ${fmt(memory.heapBytesPerKey)} bytes per tracked key; no growth past maxKeys under a flood (${fmt(memory.flood.sizeAfter)} of ${fmt(memory.flood.maxKeys)}) — ${verdict(memory.flood.sizeAfter <= memory.flood.maxKeys)}`,
+    );
+  }
+  lines.push('## Budget', '', ...budget, '');
+  return lines.join('\n');
+}

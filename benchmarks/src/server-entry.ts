@@ -1,0 +1,12 @@
+/**
+ * Runs one benchmark server in its own process: `BENCH_SERVER=<name> [REDIS_URL=…]`. Prints `READY <port>`.
+ */
+import { SERVER_NAMES, startServer, type ServerName } from './servers.js';
+
+const name = process.env['BENCH_SERVER'] as ServerName;
+if (!SERVER_NAMES.includes(name)) throw new Error(`unknown BENCH_SERVER ${String(name)}`);
+const server = await startServer(name, process.env['REDIS_URL']);
+console.log(`READY ${server.port}`);
+// The benchmark asks for the Redis command count over IPC.
+process.on('message', () => process.send?.({ redisCommands: server.redisCommands() }));
+process.once('SIGTERM', () => void server.close().then(() => process.exit(0)));
