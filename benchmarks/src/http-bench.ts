@@ -18,6 +18,11 @@ export interface HttpRow {
   rounds: number[];
   /** Answers other than 200 during the measured rounds (must be 0). */
   non2xx: number;
+  /**
+   * Server CPU time (user + system) per answered request, µs, median of the rounds. Unlike req/s it does not
+   * depend on whether the load generator or the server is the bottleneck.
+   */
+  cpuMicrosPerRequest: number;
   /** Redis commands (round trips) the server's client sent per answered request (Redis servers only). */
   redisCommandsPerRequest?: number;
 }
@@ -79,10 +84,10 @@ function load(port: number, seconds: number, connections: number): Promise<autoc
   });
 }
 
-/** The Redis commands a server's client has sent so far (asked over IPC). */
-function redisCommands(child: ChildProcess): Promise<number> {
+/** A server's counters so far (asked over IPC): Redis commands its client sent, and its CPU time in µs. */
+function serverStats(child: ChildProcess): Promise<{ redisCommands: number; cpuMicros: number }> {
   return new Promise((resolve) => {
-    child.once('message', (message) => resolve((message as { redisCommands: number }).redisCommands));
+    child.once('message', (message) => resolve(message as { redisCommands: number; cpuMicros: number }));
     child.send('stats');
   });
 }
@@ -106,16 +111,21 @@ export async function runHttpBenchmark(options: HttpBenchOptions, log: (line: st
       log(`warm-up ${name}`);
       await load((servers.get(name) as { port: number }).port, options.warmupSeconds, options.connections);
     }
-    const samples = new Map<ServerName, { rps: number[]; p50: number[]; p99: number[]; non2xx: number; commands: number; answers: number }>();
-    for (const name of selected) samples.set(name, { rps: [], p50: [], p99: [], non2xx: 0, commands: 0, answers: 0 });
+    const samples = new Map<
+      ServerName,
+      { rps: number[]; p50: number[]; p99: number[]; cpu: number[]; non2xx: number; commands: number; answers: number }
+    >();
+    for (const name of selected) samples.set(name, { rps: [], p50: [], p99: [], cpu: [], non2xx: 0, commands: 0, answers: 0 });
     for (let round = 1; round <= options.rounds; round++) {
       for (const name of selected) {
         const sample = samples.get(name) as NonNullable<ReturnType<typeof samples.get>>;
         const child = (servers.get(name) as { child: ChildProcess }).child;
-        const before = name.endsWith('-redis') ? await redisCommands(child) : 0;
+        const before = await serverStats(child);
         const result = await load((servers.get(name) as { port: number }).port, options.durationSeconds, options.connections);
+        const after = await serverStats(child);
+        sample.cpu.push((after.cpuMicros - before.cpuMicros) / result['2xx']);
         if (name.endsWith('-redis')) {
-          sample.commands += (await redisCommands(child)) - before;
+          sample.commands += after.redisCommands - before.redisCommands;
           sample.answers += result['2xx'];
         }
         sample.rps.push(result.requests.average);
@@ -132,6 +142,7 @@ export async function runHttpBenchmark(options: HttpBenchOptions, log: (line: st
         requestsPerSecond: median(sample.rps),
         p50Ms: median(sample.p50),
         p99Ms: median(sample.p99),
+        cpuMicrosPerRequest: median(sample.cpu),
         rounds: sample.rps.map(Math.round),
         non2xx: sample.non2xx,
         ...(name.endsWith('-redis') ? { redisCommandsPerRequest: sample.commands / sample.answers } : {}),

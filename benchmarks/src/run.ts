@@ -80,16 +80,16 @@ function renderReport({ http, core, memory, settings, quick }: ReportInput): str
     lines.push(
       '## HTTP: GET /v1/categories, authenticated, three categories',
       '',
-      `autocannon, ${settings.connections} connections, ${settings.warmupSeconds} s warm-up per server, then ${settings.rounds} rounds × ${settings.durationSeconds} s visiting every server in turn; the median round is reported. ${http.pinned ? 'Servers pinned to core 0, autocannon to core 1 (taskset).' : 'No pinning was possible on this machine.'} The quota is large enough never to reject (non-200 answers: ${http.rows.reduce((sum, row) => sum + row.non2xx, 0)}). Ours enforces a minute and a day window per key; the peers one window.`,
+      `autocannon, ${settings.connections} connections, ${settings.warmupSeconds} s warm-up per server, then ${settings.rounds} rounds × ${settings.durationSeconds} s visiting every server in turn; the median round is reported. ${http.pinned ? 'Servers pinned to core 0, autocannon to core 1 (taskset).' : 'No pinning was possible on this machine.'} The quota is large enough never to reject (non-200 answers: ${http.rows.reduce((sum, row) => sum + row.non2xx, 0)}). Ours enforces a minute and a day window per key; the peers one window. "Server CPU µs/req" is the server process's CPU time per answered request (median round): on this 2-core machine one autocannon core is often the bottleneck, so req/s understates differences between servers and CPU per request shows them.`,
       '',
-      '| server | req/s (median) | p50 ms | p99 ms | × ceiling | × peer | rounds (req/s) |',
-      '|---|---:|---:|---:|---:|---:|---|',
+      '| server | req/s (median) | p50 ms | p99 ms | × ceiling | × peer | server CPU µs/req | rounds (req/s) |',
+      '|---|---:|---:|---:|---:|---:|---:|---|',
     );
     for (const row of http.rows) {
       const ceiling = rps(ceilingOf(row.name) as HttpRow['name']) || row.requestsPerSecond;
       const peer = row.name.includes('petstore') ? rps(peerOf(row.name) as HttpRow['name']) : undefined;
       lines.push(
-        `| ${row.name} | ${fmt(row.requestsPerSecond)} | ${row.p50Ms} | ${row.p99Ms} | ${ratio(row.requestsPerSecond / ceiling)} | ${peer ? ratio(row.requestsPerSecond / peer) : '—'} | ${row.rounds.join(', ')} |`,
+        `| ${row.name} | ${fmt(row.requestsPerSecond)} | ${row.p50Ms} | ${row.p99Ms} | ${ratio(row.requestsPerSecond / ceiling)} | ${peer ? ratio(row.requestsPerSecond / peer) : '—'} | ${row.cpuMicrosPerRequest.toFixed(1)} | ${row.rounds.join(', ')} |`,
       );
     }
     lines.push('', 'Servers: `*-bare` is the framework route alone (no auth, no limits) — the ceiling; `*-petstore` is our adapter (memory storage, or Redis for `*-redis`); `fastify-peer` is @fastify/bearer-auth + @fastify/rate-limit; `express-peer` is a bearer check (SHA-256, constant-time) + express-rate-limit; `fastify-peer-redis` is @fastify/bearer-auth + @fastify/rate-limit with its Redis store. Redis rows keep categories in memory and rate limits in Redis.', '');

@@ -7,6 +7,9 @@ const name = process.env['BENCH_SERVER'] as ServerName;
 if (!SERVER_NAMES.includes(name)) throw new Error(`unknown BENCH_SERVER ${String(name)}`);
 const server = await startServer(name, process.env['REDIS_URL']);
 console.log(`READY ${server.port}`);
-// The benchmark asks for the Redis command count over IPC.
-process.on('message', () => process.send?.({ redisCommands: server.redisCommands() }));
+// The benchmark asks over IPC for the Redis command count and this process's CPU time (µs).
+process.on('message', () => {
+  const cpu = process.cpuUsage();
+  process.send?.({ redisCommands: server.redisCommands(), cpuMicros: cpu.user + cpu.system });
+});
 process.once('SIGTERM', () => void server.close().then(() => process.exit(0)));
