@@ -30,7 +30,11 @@ export function readBearerCredential(authorization: string | readonly string[] |
     if (authorization.length === 0) return { kind: 'missing' };
     if (authorization.length > 1) return { kind: 'malformed' };
   }
-  const value = (typeof authorization === 'string' ? authorization : (authorization[0] as string)).trim();
+  const raw = typeof authorization === 'string' ? authorization : (authorization[0] as string);
+  // The common case in one regex: a well-formed bearer header.
+  const direct = raw.length <= MAX_API_KEY_LENGTH + 16 ? BEARER.exec(raw) : null;
+  if (direct?.[1]) return { kind: 'token', token: direct[1] };
+  const value = raw.trim();
   if (!BEARER_SCHEME.test(value)) return { kind: 'missing' };
   if (value.length > MAX_API_KEY_LENGTH + 16) return { kind: 'malformed' };
   const match = BEARER.exec(value);

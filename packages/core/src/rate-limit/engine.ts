@@ -131,17 +131,32 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   }
 
   /** One consume on the primary store, falling back as the failure policy says. */
-  async function consumeWithPolicy(primary: RateLimitStore, key: string, request: ConsumeRequest): Promise<ConsumeResult> {
-    try {
-      return await primary.consume(key, request);
-    } catch (error) {
+  function consumeWithPolicy(primary: RateLimitStore, key: string, request: ConsumeRequest): Promise<ConsumeResult> {
+    const onFailure = (error: unknown): Promise<ConsumeResult> => {
       onStoreError?.(error);
       if (failure.mode === 'fail-open') return failure.insuranceStore.consume(key, request);
       throw new PetstoreError('service_unavailable', 'The rate-limit store is unavailable; retry later.', {
         cause: error,
         retryAfterSeconds: failClosedRetryAfterSeconds,
       });
+    };
+    try {
+      // A promise chain, not another async frame: this runs on every request.
+      return primary.consume(key, request).catch(onFailure);
+    } catch (error) {
+      // A store that throws synchronously instead of rejecting.
+      return Promise.resolve().then(() => onFailure(error));
     }
+  }
+  // The store key of each principal, built once (principals from a key store are long-lived objects).
+  const principalKeys = new WeakMap<Principal, string>();
+  function storeKeyOf(principal: Principal): string {
+    let key = principalKeys.get(principal);
+    if (key === undefined) {
+      key = `key:${principal.keyId}`;
+      principalKeys.set(principal, key);
+    }
+    return key;
   }
 
   return {
@@ -151,7 +166,7 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
       if ('principal' in subject) {
         // Custom limits come from the ApiKeyStore at request time: checked here so a broken record fails
         // closed (500) instead of leaving a window unlimited.
-        result = await consumeWithPolicy(store, `key:${subject.principal.keyId}`, {
+        result = await consumeWithPolicy(store, storeKeyOf(subject.principal), {
           windows: windowsOf(subject.principal),
           nowMs,
           ban,
