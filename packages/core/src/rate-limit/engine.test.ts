@@ -293,6 +293,12 @@ describe('createRateLimiter: configuration', () => {
     }
   });
 
+  it('fails closed with a clear TypeError on a principal whose plan is not a plan', async () => {
+    const limiter = createRateLimiter({ store, clock });
+    const stranger = { ...principal('free').principal, plan: 'gold' } as unknown as Principal;
+    await expect(limiter.consume({ principal: stranger })).rejects.toThrow('principal.plan "gold" is not a plan');
+  });
+
   it('accepts a limit of 0, which rejects every request', async () => {
     const limiter = createRateLimiter({ store, clock, plans: { free: { requestsPerMinute: 0, requestsPerDay: 10 } } });
     expect((await limiter.consume(principal('free'))).allowed).toBe(false);

@@ -12,7 +12,6 @@ import {
   DEFAULT_BAN_POLICY,
   DEFAULT_PLAN_LIMITS,
   assertPlanLimits,
-  limitsForPrincipal,
   windowsForLimits,
 } from './plans.js';
 import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitStore, RateLimitWindow } from './types.js';
@@ -110,7 +109,11 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   const customWindows = new WeakMap<PlanLimits, RateLimitWindow[]>();
   function windowsOf(principal: Principal): RateLimitWindow[] {
     const custom = principal.limits;
-    if (custom === undefined) return planWindows.get(principal.plan) ?? windowsForLimits(limitsForPrincipal(principal, planLimits));
+    if (custom === undefined) {
+      const windows = planWindows.get(principal.plan);
+      if (windows === undefined) throw new TypeError(`principal.plan "${String(principal.plan)}" is not a plan`);
+      return windows;
+    }
     let windows = customWindows.get(custom);
     if (windows === undefined) {
       assertPlanLimits(custom, 'principal.limits');
@@ -164,8 +167,6 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
       const nowMs = clock.now();
       let result: ConsumeResult;
       if ('principal' in subject) {
-        // Custom limits come from the ApiKeyStore at request time: checked here so a broken record fails
-        // closed (500) instead of leaving a window unlimited.
         result = await consumeWithPolicy(store, storeKeyOf(subject.principal), {
           windows: windowsOf(subject.principal),
           nowMs,
