@@ -15,7 +15,15 @@ export * from './rate-limit/fixed-window.js';
 export * from './rate-limit/plans.js';
 export * from './rate-limit/headers.js';
 export * from './rate-limit/client-address.js';
-export * from './rate-limit/engine.js';
+export {
+  DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS,
+  createRateLimiter,
+  type RateLimitDecision,
+  type RateLimitSubject,
+  type RateLimiter,
+  type RateLimiterOptions,
+  type StoreFailurePolicy,
+} from './rate-limit/engine.js';
 export * from './storage/category-store.js';
 export * from './http/types.js';
 export { DEFAULT_BODY_LIMIT_BYTES, assertJsonContentType, headerValue, readJsonBody } from './http/body.js';

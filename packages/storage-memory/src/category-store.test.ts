@@ -13,6 +13,20 @@ describe('memoryCategoryStore', () => {
     expect(await store.list()).toEqual([dogs, cats]);
   });
 
+  it('lists directly, one frozen array until the next create', async () => {
+    const store = memoryCategoryStore();
+    await store.create({ name: 'Dogs' });
+    const first = store.list();
+    expect(first).not.toBeInstanceOf(Promise);
+    expect(Object.isFrozen(first)).toBe(true);
+    expect(store.list()).toBe(first);
+    await store.create({ name: 'Cats' });
+    const second = store.list();
+    expect(second).not.toBe(first);
+    expect(second.map((category) => category.name)).toEqual(['Dogs', 'Cats']);
+    expect(first.map((category) => category.name)).toEqual(['Dogs']);
+  });
+
   it('gives distinct ids to parallel creates, all listed', async () => {
     const store = memoryCategoryStore();
     const created = await Promise.all(Array.from({ length: 250 }, (_, i) => store.create({ name: `c${i}` })));

@@ -10,16 +10,24 @@ export interface MemoryCategoryStoreOptions {
   maxCategories?: number;
 }
 
+/** A {@link CategoryStore} in process memory. */
+export interface MemoryCategoryStore extends CategoryStore {
+  /** Every category in id order, answered directly (no promise): one frozen array until the next create. */
+  list(): readonly Category[];
+  create(newCategory: NewCategory): Promise<Category>;
+}
+
 /** Default of {@link MemoryCategoryStoreOptions.maxCategories}. */
 export const DEFAULT_MAX_CATEGORIES = 10_000;
 
 /**
  * A category store in process memory, bounded by `maxCategories`. Ids start at 1 and increase by 1 per
- * create (a safe integer, the spec's int64). Records are frozen, so callers cannot alter stored data.
+ * create (a safe integer, the spec's int64). Records are frozen, so callers cannot alter stored data; `list()`
+ * answers one frozen array until the next create.
  *
  * @throws TypeError when `maxCategories` is not a whole number ≥ 1.
  */
-export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): CategoryStore {
+export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): MemoryCategoryStore {
   const maxCategories = options.maxCategories ?? DEFAULT_MAX_CATEGORIES;
   if (!Number.isSafeInteger(maxCategories) || maxCategories < 1) {
     throw new TypeError(`maxCategories must be a whole number >= 1, got ${String(maxCategories)}`);
@@ -27,11 +35,17 @@ export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): C
   // Only set() and rvalues() are used, never get(): recency order stays insertion order, i.e. id order.
   const records = new LRUCache<number, Category>({ max: maxCategories });
   let lastId = 0;
+  // The list as of the last create, frozen: reads between writes share one array, and the pipeline then
+  // reuses the JSON it wrote for it (see CategoryStore.list) instead of serialising the same list again.
+  let snapshot: readonly Category[] | undefined;
   return {
-    async list() {
-      const categories: Category[] = [];
-      for (const category of records.rvalues()) if (category !== undefined) categories.push(category);
-      return categories;
+    list() {
+      if (snapshot === undefined) {
+        const categories: Category[] = [];
+        for (const category of records.rvalues()) if (category !== undefined) categories.push(category);
+        snapshot = Object.freeze(categories);
+      }
+      return snapshot;
     },
     async create(newCategory: NewCategory) {
       if (records.size >= maxCategories) {
@@ -47,6 +61,7 @@ export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): C
         ...(newCategory.description !== undefined ? { description: newCategory.description } : {}),
       });
       records.set(category.id, category);
+      snapshot = undefined;
       return category;
     },
   };

@@ -8,13 +8,35 @@ const minuteAndDay = (perMinute: number, perDay: number): RateLimitWindow[] => [
   { name: 'minute', limit: perMinute, windowMs: MINUTE_MS },
   { name: 'day', limit: perDay, windowMs: DAY_MS },
 ];
-const request = (windows: RateLimitWindow[], nowMs: number, ban?: ConsumeRequest['ban']): ConsumeRequest => ({
+const request = (windows: readonly RateLimitWindow[], nowMs: number, ban?: ConsumeRequest['ban']): ConsumeRequest => ({
   windows,
   nowMs,
   ban,
 });
 
 describe('memoryRateLimitStore', () => {
+  it('answers directly, without a promise, so business rules can be tested synchronously', () => {
+    const store = memoryRateLimitStore();
+    const windows = minuteAndDay(2, 10);
+    const first = store.consume('key:a', request(windows, START));
+    expect(first).not.toBeInstanceOf(Promise);
+    expect(first.allowed).toBe(true);
+    expect(store.consume('key:a', request(windows, START)).windows.map((window) => window.remaining)).toEqual([0, 8]);
+    expect(store.consume('key:a', request(windows, START))).toMatchObject({ allowed: false, reason: 'rate_limited' });
+  });
+
+  it('charges in place for a key on the same windows, and still answers each request with its own result', () => {
+    const store = memoryRateLimitStore();
+    const windows = Object.freeze(minuteAndDay(5, 10));
+    const results = Array.from({ length: 6 }, (_, i) => store.consume('key:a', request(windows, START + i)));
+    // Earlier results are not changed by later charges.
+    expect(results.map((result) => result.windows[0]?.used)).toEqual([1, 2, 3, 4, 5, 5]);
+    expect(results.map((result) => result.allowed)).toEqual([true, true, true, true, true, false]);
+    // Other windows for the same key (a plan change) keep the usage per window name.
+    const upgraded = store.consume('key:a', request(minuteAndDay(50, 100), START + 10));
+    expect(upgraded.windows.map((window) => window.used)).toEqual([6, 6]);
+  });
+
   it('admits exactly the quota under a burst of parallel consumes', async () => {
     const store = memoryRateLimitStore();
     const results = await Promise.all(
@@ -99,13 +121,13 @@ describe('memoryRateLimitStore', () => {
     expect((await limiter.consume({ principal })).allowed).toBe(true);
   });
 
-  it('reads its clock once per consume, and expires entries by that reading', async () => {
+  it('reads no clock in consume, and expires entries by the requests\' own time', async () => {
     const clock = fakeClock(START);
     let reads = 0;
     const store = memoryRateLimitStore({ clock: { now: () => (reads++, clock.now()) } });
     await store.consume('key:a', request(minuteAndDay(5, 5), clock.now()));
     await store.consume('key:a', request(minuteAndDay(5, 5), clock.now()));
-    expect(reads).toBe(2);
+    expect(reads).toBe(0);
     clock.advance(DAY_MS - 1);
     expect(store.remainingTtlMs('key:a')).toBe(1);
     clock.advance(2);

@@ -1,4 +1,13 @@
-import { decideConsume, type Clock, type RateLimitState, type RateLimitStore } from '@petstore/core';
+import {
+  chargeInPlace,
+  decideConsume,
+  systemClock,
+  type Clock,
+  type ConsumeRequest,
+  type ConsumeResult,
+  type RateLimitState,
+  type RateLimitStore,
+} from '@petstore/core';
 import { LRUCache } from 'lru-cache';
 
 /** Options of {@link memoryRateLimitStore}. */
@@ -12,14 +21,20 @@ export interface MemoryRateLimitStoreOptions {
    */
   maxKeys?: number;
   /**
-   * Clock for entry expiry; pass the same clock as the engine's when tests move time. Default: the
-   * process's monotonic clock.
+   * The engine's clock (Unix epoch ms), read by `remainingTtlMs` and `purgeExpired` only: entries expire by
+   * the time of the requests themselves. Pass the engine's clock when tests move time. Default: the system
+   * clock.
    */
   clock?: Clock;
 }
 
 /** A {@link RateLimitStore} in this process's memory, with its current number of tracked keys. */
 export interface MemoryRateLimitStore extends RateLimitStore {
+  /**
+   * Decides and charges in one synchronous step and answers the result directly (no promise): see
+   * {@link RateLimitStore.consume}.
+   */
+  consume(key: string, request: ConsumeRequest): ConsumeResult;
   /** Keys currently held (expired entries count until they are read, evicted or purged). */
   readonly size: number;
   /**
@@ -38,8 +53,8 @@ export const DEFAULT_MAX_KEYS = 100_000;
  * A rate-limit store in process memory, on an LRU cache bounded by `maxKeys`.
  *
  * Each `consume` reads, decides (`decideConsume` from the core) and writes back in one synchronous step, so
- * it is atomic per key within the process. Every entry expires when its last window (or ban) ends, via the
- * cache's TTL: no timer per key, and no `setTimeout` limit on day- or month-long windows. State is per
+ * it is atomic per key within the process. Every entry expires when its last window (or ban) ends: no timer per key, and no
+ * `setTimeout` limit on day- or month-long windows; an expired entry is dropped when read, evicted or purged. State is per
  * instance; several processes do not share it (use a networked store for that).
  *
  * @throws TypeError when `maxKeys` is not a whole number ≥ 1.
@@ -49,50 +64,62 @@ export function memoryRateLimitStore(options: MemoryRateLimitStoreOptions = {}):
   if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
     throw new TypeError(`maxKeys must be a whole number >= 1, got ${String(maxKeys)}`);
   }
-  const clock: Clock = options.clock ?? performance;
-  // With `ttlResolution: 0` (no timer caching the time) the cache reads its `perf` clock on every expiry
-  // check: on the get and again on the set of one consume, a native call each and together a sixth of a
-  // consume's time. Instead each operation reads `clock` once (`tick`), and the cache sees that instant.
-  let instantMs = 0;
-  const tick = (): void => {
-    instantMs = clock.now();
-  };
-  const cache = new LRUCache<string, RateLimitState>({
-    max: maxKeys,
-    ttlResolution: 0,
-    perf: { now: () => instantMs },
-  });
-  // Option objects reused by every consume instead of a new one per call; the cache writes a `status` into
-  // them, reset before each call so that diagnostics subscribers still get a fresh status per operation.
-  const getOptions: LRUCache.GetOptions<string, RateLimitState, unknown> = { status: undefined };
-  const setOptions: LRUCache.SetOptions<string, RateLimitState, unknown> = { ttl: 0, status: undefined };
+  const clock: Clock = options.clock ?? systemClock;
+  // The cache only bounds the number of keys (least recently used first); expiry is kept in each entry and
+  // judged by the request's own time, so a consume reads no clock and, for a key already held, writes
+  // nothing to the cache. An expired entry decides exactly as no entry would (its windows, rejections and
+  // ban have all ended); it is only memory, dropped when read, evicted or purged.
+  const cache = new LRUCache<string, Entry>({ max: maxKeys });
+  const isLive = (entry: Entry, nowMs: number) => entry.expiresAtMs > nowMs;
   return {
     get size() {
       return cache.size;
     },
     remainingTtlMs(key) {
-      tick();
-      return cache.has(key) ? cache.getRemainingTTL(key) : undefined;
+      const entry = cache.peek(key);
+      if (entry === undefined) return undefined;
+      const nowMs = clock.now();
+      if (isLive(entry, nowMs)) return entry.expiresAtMs - nowMs;
+      cache.delete(key);
+      return undefined;
     },
     purgeExpired() {
-      tick();
-      const before = cache.size;
-      cache.purgeStale();
-      return before - cache.size;
+      const nowMs = clock.now();
+      const expired: string[] = [];
+      for (const [key, entry] of cache.entries()) if (!isLive(entry, nowMs)) expired.push(key);
+      for (const key of expired) cache.delete(key);
+      return expired.length;
     },
-    async consume(key, request) {
-      tick();
-      getOptions.status = undefined;
-      const decision = decideConsume(cache.get(key, getOptions), request);
-      const ttl = decision.expiresAtMs - request.nowMs;
-      if (ttl > 0) {
-        setOptions.ttl = ttl;
-        setOptions.status = undefined;
-        cache.set(key, decision.state, setOptions);
-      } else {
+    consume(key, request) {
+      const nowMs = request.nowMs;
+      const held = cache.get(key);
+      const entry = held !== undefined && isLive(held, nowMs) ? held : undefined;
+      if (entry !== undefined && entry.windows === request.windows) {
+        // The common case: charged in place, nothing allocated but the answer.
+        const charged = chargeInPlace(entry.state, request);
+        if (charged !== undefined) return charged;
+      }
+      const decision = decideConsume(entry?.state, request);
+      if (decision.expiresAtMs <= nowMs) {
         cache.delete(key);
+      } else if (entry !== undefined) {
+        // Counters are built from the request's windows, except when a ban answers with the state unchanged.
+        if (decision.state !== entry.state) entry.windows = request.windows;
+        entry.state = decision.state;
+        entry.expiresAtMs = decision.expiresAtMs;
+      } else {
+        cache.set(key, { state: decision.state, windows: request.windows, expiresAtMs: decision.expiresAtMs });
       }
       return decision.result;
     },
   };
+}
+
+/** What the store keeps per key. */
+interface Entry {
+  state: RateLimitState;
+  /** The windows `state.counters` were built for (the engine hands out one frozen array per plan). */
+  windows: ConsumeRequest['windows'];
+  /** When the state stops mattering, Unix epoch ms (the engine's clock). */
+  expiresAtMs: number;
 }

@@ -22,6 +22,12 @@ redis.call('HSET', KEYS[1], id, ARGV[1])
 return { 0, id }
 `;
 
+/** A {@link CategoryStore} in Redis: every call is a promise. */
+export interface RedisCategoryStore extends CategoryStore {
+  list(): Promise<Category[]>;
+  create(newCategory: NewCategory): Promise<Category>;
+}
+
 /** Options of {@link redisCategoryStore}. */
 export interface RedisCategoryStoreOptions {
   /**
@@ -74,7 +80,7 @@ type CreateCommand = (records: string, lastId: string, json: string, maxCategori
  * @throws TypeError when `maxCategories` or `timeoutMs` is not a whole number ≥ 1, or `keyPrefix` is not a
  *   string.
  */
-export function redisCategoryStore(options: RedisCategoryStoreOptions): CategoryStore {
+export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCategoryStore {
   const { client, keyPrefix = DEFAULT_KEY_PREFIX, timeoutMs = DEFAULT_TIMEOUT_MS, maxCategories } = options;
   assertKeyPrefix(keyPrefix);
   assertTimeoutMs(timeoutMs);

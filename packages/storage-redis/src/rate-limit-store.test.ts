@@ -97,7 +97,11 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
       [4, 96],
     ]);
     await store.consume('key:plan', at(T0 + 2, [{ name: 'day', limit: 100, windowMs: DAY_MS }]));
-    expect(Object.keys(await client.hgetall(store.redisKey('key:plan'))).sort()).toEqual(['w:day:c', 'w:day:s']);
+    expect(await client.hgetall(store.redisKey('key:plan'))).toEqual({
+      'w:day:s': String(Math.floor(T0 / DAY_MS) * DAY_MS),
+      'w:day:c': '5',
+      sig: '["day"]',
+    });
   });
 
   it('keeps one hash per key, in the documented layout', async () => {
@@ -108,6 +112,7 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
     await store.consume('key:k1', at(T0 + 5, windows, BAN));
     await store.consume('key:k1', at(T0 + 6, windows, BAN));
     expect(await client.hgetall(store.redisKey('key:k1'))).toEqual({
+      sig: '["minute","day"]',
       'w:minute:s': `${T0}`,
       'w:minute:c': '1',
       'w:day:s': `${T0}`,
@@ -118,6 +123,7 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
     await store.consume('key:k1', at(T0 + 7, windows, BAN));
     await store.consume('key:k1', at(T0 + 8, windows, BAN));
     expect(await client.hgetall(store.redisKey('key:k1'))).toEqual({
+      sig: '["minute","day"]',
       'w:minute:s': `${T0}`,
       'w:minute:c': '1',
       'w:day:s': `${T0}`,
@@ -299,7 +305,8 @@ describe('redisRateLimitStore when Redis fails', () => {
 
 /** The Redis hash the script should hold for a reference state (see rate-limit-script.ts). */
 function hashOf(state: RateLimitState): Record<string, string> {
-  const hash: Record<string, string> = {};
+  // The signature names the windows last written, which are the state's counters, in request order.
+  const hash: Record<string, string> = { sig: JSON.stringify(Object.keys(state.counters)) };
   for (const [name, counter] of Object.entries(state.counters)) {
     hash[`w:${name}:s`] = String(counter.startMs);
     hash[`w:${name}:c`] = String(counter.count);

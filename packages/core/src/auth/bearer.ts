@@ -12,6 +12,9 @@ export type BearerCredential =
 // RFC 6750 §2.1: credentials = "Bearer" 1*SP b64token; b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
 const BEARER = /^bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
 const BEARER_SCHEME = /^bearer(?: |$)/i;
+// The common spelling, one space and no padding: tested without building a match array, token sliced off.
+const BEARER_PLAIN = /^bearer [A-Za-z0-9\-._~+/]+=*$/i;
+const BEARER_PLAIN_PREFIX_LENGTH = 'Bearer '.length;
 
 /** Longest API key accepted before hashing; longer values are answered as invalid without hashing them. */
 export const MAX_API_KEY_LENGTH = 4096;
@@ -31,7 +34,10 @@ export function readBearerCredential(authorization: string | readonly string[] |
     if (authorization.length > 1) return { kind: 'malformed' };
   }
   const raw = typeof authorization === 'string' ? authorization : (authorization[0] as string);
-  // The common case in one regex: a well-formed bearer header.
+  if (raw.length <= MAX_API_KEY_LENGTH + BEARER_PLAIN_PREFIX_LENGTH && BEARER_PLAIN.test(raw)) {
+    return { kind: 'token', token: raw.slice(BEARER_PLAIN_PREFIX_LENGTH) };
+  }
+  // Other well-formed spellings (several spaces, trailing spaces) in one regex.
   const direct = raw.length <= MAX_API_KEY_LENGTH + 16 ? BEARER.exec(raw) : null;
   if (direct?.[1]) return { kind: 'token', token: direct[1] };
   const value = raw.trim();

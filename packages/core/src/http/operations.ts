@@ -42,6 +42,7 @@ export type RouteMatch =
   | { kind: 'method_not_allowed'; allow: string };
 
 interface CompiledPath {
+  path: string;
   pattern: RegExp;
   paramNames: string[];
   methods: Map<string, OperationDefinition>;
@@ -58,7 +59,7 @@ const COMPILED: CompiledPath[] = (() => {
         paramNames.push(name);
         return '([^/]+)';
       });
-      compiled = { pattern: new RegExp(`^${source}$`), paramNames, methods: new Map() };
+      compiled = { path: operation.path, pattern: new RegExp(`^${source}$`), paramNames, methods: new Map() };
       byPath.set(operation.path, compiled);
     }
     compiled.methods.set(operation.method, operation);
@@ -68,6 +69,13 @@ const COMPILED: CompiledPath[] = (() => {
   return [...byPath.values()];
 })();
 
+/** The params of a route without path parameters: one frozen object for all. */
+const NO_PARAMS: Record<string, string> = Object.freeze({});
+
+/** Paths without parameters, found by a map lookup instead of trying each pattern. */
+const STATIC_PATHS = new Map(COMPILED.filter((compiled) => compiled.paramNames.length === 0).map((compiled) => [compiled.path, compiled]));
+const PARAMETER_PATHS = COMPILED.filter((compiled) => compiled.paramNames.length > 0);
+
 /**
  * Finds the operation for a method and a path below the prefix (query string ignored). Paths match exactly:
  * `/categories/` (trailing slash) is not `/categories`. A path parameter that is not valid percent-encoding
@@ -76,22 +84,30 @@ const COMPILED: CompiledPath[] = (() => {
 export function matchRoute(method: string, path: string): RouteMatch {
   const queryStart = path.indexOf('?');
   const pathname = queryStart === -1 ? path : path.slice(0, queryStart);
-  for (const compiled of COMPILED) {
+  const fixed = STATIC_PATHS.get(pathname);
+  if (fixed !== undefined) return matchMethod(fixed, method, undefined);
+  for (const compiled of PARAMETER_PATHS) {
     const match = compiled.pattern.exec(pathname);
-    if (match === null) continue;
-    const operation = compiled.methods.get(method.toUpperCase());
-    if (operation === undefined) {
-      return { kind: 'method_not_allowed', allow: [...compiled.methods.keys()].join(', ') };
-    }
-    const params: Record<string, string> = {};
-    for (const [index, name] of compiled.paramNames.entries()) {
-      try {
-        params[name] = decodeURIComponent(match[index + 1] as string);
-      } catch {
-        return { kind: 'not_found' };
-      }
-    }
-    return { kind: 'operation', operation, params };
+    if (match !== null) return matchMethod(compiled, method, match);
   }
   return { kind: 'not_found' };
+}
+
+function matchMethod(compiled: CompiledPath, method: string, match: RegExpExecArray | undefined): RouteMatch {
+  // Methods arrive upper case from every common client; only other spellings pay for the conversion.
+  const operation = compiled.methods.get(method) ?? compiled.methods.get(method.toUpperCase());
+  if (operation === undefined) {
+    return { kind: 'method_not_allowed', allow: [...compiled.methods.keys()].join(', ') };
+  }
+  const names = compiled.paramNames;
+  if (match === undefined || names.length === 0) return { kind: 'operation', operation, params: NO_PARAMS };
+  const params: Record<string, string> = {};
+  for (let index = 0; index < names.length; index++) {
+    try {
+      params[names[index] as string] = decodeURIComponent(match[index + 1] as string);
+    } catch {
+      return { kind: 'not_found' };
+    }
+  }
+  return { kind: 'operation', operation, params };
 }

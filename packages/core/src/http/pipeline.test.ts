@@ -1,6 +1,9 @@
 import { describe, expect, it, vi } from 'vitest';
 import { PetstoreError } from '../errors.js';
 import { testRateLimitStore } from '../rate-limit/test-store.js';
+import { decideConsume, type RateLimitState } from '../rate-limit/fixed-window.js';
+import type { ConsumeResult, RateLimitStore } from '../rate-limit/types.js';
+import type { Category } from '../schemas.js';
 import type { CategoryStore } from '../storage/category-store.js';
 import { FREE_KEY, ONE_PER_MINUTE_KEY, expectError, parse, testPetstore } from './test-petstore.js';
 import type { PetstoreHeaders, PetstoreRequest, PetstoreRequestBody } from './types.js';
@@ -437,3 +440,92 @@ describe('options', () => {
     expect(() => testPetstore({ basePath })).toThrow(TypeError);
   });
 });
+
+describe('stores that answer directly', () => {
+  it('charges, answers and limits exactly as with promises, when both stores answer directly', async () => {
+    const states = new Map<string, RateLimitState>();
+    const rateLimitStore: RateLimitStore = {
+      consume(key, request) {
+        const decision = decideConsume(states.get(key), request);
+        states.set(key, decision.state);
+        return decision.result; // no promise
+      },
+    };
+    const records: Category[] = [Object.freeze({ id: 1, name: 'Dogs' })];
+    const categories: CategoryStore = { list: () => records, create: () => Promise.reject(new Error('unused')) };
+    const direct = testPetstore({ rateLimit: { store: rateLimitStore }, categories }).petstore;
+    const promised = testPetstore().petstore;
+    await promised.handle(post(json('{"name":"Dogs"}')));
+    for (let i = 0; i < 60; i++) {
+      const [answer, reference] = [await direct.handle(get()), await promised.handle(get())];
+      expect(answer.status).toBe(200);
+      expect(reference.status).toBe(i < 59 ? 200 : 429);
+      expect(answer.body).toBe('[{"id":1,"name":"Dogs"}]');
+      expect(answer.headers['x-ratelimit-remaining']).toBe(String(59 - i));
+      // The same count as a petstore on promise-answering stores, one request behind (its create).
+      expect(reference.headers['x-ratelimit-remaining']).toBe(String(Math.max(0, 58 - i)));
+    }
+    const limited = await direct.handle(get());
+    expectError(limited, 429, 'rate_limited');
+    expect(limited.headers['retry-after']).toBe('60');
+  });
+
+  it('accepts a thenable that is not a Promise from the rate-limit store', async () => {
+    const inner = testRateLimitStore();
+    const thenable: RateLimitStore = {
+      consume: (key, request) => {
+        const pending = Promise.resolve(inner.consume(key, request));
+        return { then: (onFulfilled, onRejected) => pending.then(onFulfilled, onRejected) } as Promise<ConsumeResult>;
+      },
+    };
+    const { petstore } = testPetstore({ rateLimit: { store: thenable } });
+    const answer = await petstore.handle(get());
+    expect(answer.status).toBe(200);
+    expect(answer.headers['x-ratelimit-remaining']).toBe('59');
+  });
+
+  it('fails closed with 503 when a store that answers directly throws', async () => {
+    const throwing: RateLimitStore = {
+      consume: () => {
+        throw new Error('connection lost');
+      },
+    };
+    const { petstore, internalErrors } = testPetstore({ rateLimit: { store: throwing } });
+    const answer = await petstore.handle(get());
+    expectError(answer, 503, 'service_unavailable');
+    expect(answer.headers['retry-after']).toBe('5');
+    expect(internalErrors).toHaveLength(1);
+  });
+
+  it('serialises a frozen list once per array, and an unfrozen one every time', async () => {
+    const frozen: CategoryStore = {
+      list: vi.fn(() => FROZEN_LIST),
+      create: () => Promise.reject(new Error('unused')),
+    };
+    const stringify = vi.spyOn(JSON, 'stringify');
+    try {
+      const { petstore } = testPetstore({ categories: frozen });
+      const first = await petstore.handle(get());
+      const calls = stringify.mock.calls.length;
+      const second = await petstore.handle(get());
+      expect(second.body).toBe(first.body);
+      expect(stringify.mock.calls.length).toBe(calls); // the JSON of the same frozen array was reused
+    } finally {
+      stringify.mockRestore();
+    }
+
+    // A store that answers one array and changes it in place must never get a stale answer.
+    const mutable: Category[] = [{ id: 1, name: 'Dogs' }];
+    const inPlace: CategoryStore = { list: () => mutable, create: () => Promise.reject(new Error('unused')) };
+    const { petstore } = testPetstore({ categories: inPlace });
+    expect(parse(await petstore.handle(get()))).toEqual([{ id: 1, name: 'Dogs' }]);
+    mutable.push({ id: 2, name: 'Cats' });
+    mutable[0] = { id: 1, name: 'Wolves' };
+    expect(parse(await petstore.handle(get()))).toEqual([
+      { id: 1, name: 'Wolves' },
+      { id: 2, name: 'Cats' },
+    ]);
+  });
+});
+
+const FROZEN_LIST: readonly Category[] = Object.freeze([Object.freeze({ id: 7, name: 'Birds' })]);

@@ -22,8 +22,9 @@ import type { Principal } from '../auth/principal.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ERROR_STATUS, PetstoreError, errorBody, isPetstoreError } from '../errors.js';
 import { buildOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from '../openapi/document.js';
-import { createRateLimiter, type RateLimiterOptions } from '../rate-limit/engine.js';
-import { parseNewCategory } from '../schemas.js';
+import { isPromiseLike } from '../internal/promise.js';
+import { createRateLimitDecider, type RateLimitDecision, type RateLimiterOptions } from '../rate-limit/engine.js';
+import { parseNewCategory, type Category } from '../schemas.js';
 import type { CategoryStore } from '../storage/category-store.js';
 import { DEFAULT_BODY_LIMIT_BYTES, assertJsonContentType, readJsonBody } from './body.js';
 import {
@@ -139,6 +140,18 @@ export interface Petstore {
 }
 
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+/** The outcome of authentication: the principal of a valid key; `presented` when a credential was sent. */
+interface Authentication {
+  principal?: Principal;
+  presented: boolean;
+}
+/** The outcome of steps 1–3: admitted (with the principal, if any), or the answer that refuses. */
+type Admission = { principal: Principal | undefined; headers: Record<string, string> } | { response: PetstoreResponse };
+const NOT_PRESENTED: Authentication = Object.freeze({ presented: false });
+const PRESENTED_INVALID: Authentication = Object.freeze({ presented: true });
+const authenticated = (principal: Principal | undefined): Authentication =>
+  principal ? { principal, presented: true } : PRESENTED_INVALID;
 const POSITIVE_INTEGER = /^[1-9][0-9]{0,15}$/;
 
 /**
@@ -149,7 +162,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
   const clock = options.clock ?? systemClock;
   const onInternalError =
     options.onInternalError ?? ((error: unknown) => console.error('[petstore] internal error:', error));
-  const limiter = createRateLimiter({
+  const decideRateLimit = createRateLimitDecider({
     onStoreError: (error) => reportSafely(onInternalError, error),
     ...options.rateLimit,
     clock,
@@ -172,16 +185,27 @@ export function createPetstore(options: PetstoreOptions): Petstore {
   const openapi = buildOpenApiDocument(options.openapi ?? {}, { deprecations, stability });
   const openapiJson = JSON.stringify(openapi);
   const realm = options.realm ?? 'petstore';
+  // JSON of frozen lists, per array object: a store that answers the same frozen array between writes (the
+  // memory store does) has it serialised once, not per request (see CategoryStore.list).
+  const listJsonCache = new WeakMap<readonly Category[], string>();
+  const listJson = (list: readonly Category[]): string => {
+    if (!Object.isFrozen(list)) return JSON.stringify(list);
+    let json = listJsonCache.get(list);
+    if (json === undefined) {
+      json = JSON.stringify(list);
+      listJsonCache.set(list, json);
+    }
+    return json;
+  };
   const { apiKeys, categories, onEvent, handlers = {} } = options;
 
-  async function authenticate(request: GuardRequest): Promise<{ principal?: Principal; presented: boolean }> {
+  /** Who is calling. Synchronous when the key store answers synchronously (most do): no promise per request. */
+  function authenticate(request: GuardRequest): Authentication | Promise<Authentication> {
     const credential = readBearerCredential(request.headers['authorization']);
-    if (credential.kind === 'missing') return { presented: false };
-    if (credential.kind === 'malformed') return { presented: true };
+    if (credential.kind === 'missing') return NOT_PRESENTED;
+    if (credential.kind === 'malformed') return PRESENTED_INVALID;
     const found = apiKeys.findPrincipal(hashApiKey(credential.token));
-    // Most key stores answer synchronously: skip the extra microtask of awaiting a plain value.
-    const principal = found instanceof Promise ? await found : found;
-    return principal ? { principal, presented: true } : { presented: true };
+    return isPromiseLike(found) ? Promise.resolve(found).then(authenticated) : authenticated(found);
   }
 
   const eventFor = (request: GuardRequest, type: PetstoreEvent['type'], principal?: Principal): PetstoreEvent => ({
@@ -218,15 +242,36 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     return errorAnswer(error, headers, request.method);
   }
 
-  /** Steps 1–3: authentication, rate limiting, 401. `headers` collects the rate-limit headers. */
-  async function admit(
+  /**
+   * Steps 1–3: authentication, rate limiting, 401. Admitted requests get the headers their answer starts
+   * from (the rate-limit headers). Answers directly when the key store and the rate-limit store do (no
+   * promise per request on memory stores), a promise otherwise; a failure is thrown or rejected.
+   */
+  function admit(request: GuardRequest, publicOperation: boolean): Admission | Promise<Admission> {
+    const authentication = authenticate(request);
+    if (isPromiseLike(authentication)) {
+      return Promise.resolve(authentication).then((settled) => charge(request, publicOperation, settled));
+    }
+    return charge(request, publicOperation, authentication);
+  }
+
+  function charge(request: GuardRequest, publicOperation: boolean, authentication: Authentication): Admission | Promise<Admission> {
+    const principal = authentication.principal;
+    const decision = decideRateLimit(principal ? { principal } : { clientAddress: request.clientAddress });
+    if (isPromiseLike(decision)) {
+      return Promise.resolve(decision).then((settled) => conclude(request, publicOperation, authentication, settled));
+    }
+    return conclude(request, publicOperation, authentication, decision);
+  }
+
+  function conclude(
     request: GuardRequest,
     publicOperation: boolean,
-    headers: Record<string, string>,
-  ): Promise<{ principal: Principal | undefined } | { response: PetstoreResponse }> {
-    const { principal, presented } = await authenticate(request);
-    const decision = await limiter.consume(principal ? { principal } : { clientAddress: request.clientAddress });
-    Object.assign(headers, decision.headers);
+    { principal, presented }: Authentication,
+    decision: RateLimitDecision,
+  ): Admission {
+    // A fresh object per decision: the answer's headers start from it.
+    const headers = decision.headers;
     if (!decision.allowed) {
       const banned = decision.reason === 'banned';
       emitEvent(
@@ -252,7 +297,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
       );
       return { response: errorAnswer(error, headers, request.method) };
     }
-    return { principal };
+    return { principal, headers };
   }
 
   async function runHostOperation(
@@ -287,12 +332,15 @@ export function createPetstore(options: PetstoreOptions): Petstore {
   }
 
   async function handle(request: PetstoreRequest): Promise<PetstoreResponse> {
-    const headers: Record<string, string> = {};
+    // Until admitted (a failing store, say), the answer has no rate-limit headers.
+    let headers: Record<string, string> = {};
     try {
       const route = matchRoute(request.method, request.path);
-      const admitted = await admit(request, route.kind === 'operation' && route.operation.public, headers);
+      const admission = admit(request, route.kind === 'operation' && route.operation.public);
+      const admitted = isPromiseLike(admission) ? await admission : admission;
       if ('response' in admitted) return admitted.response;
       const { principal } = admitted;
+      headers = admitted.headers;
       if (route.kind === 'not_found') {
         return errorAnswer(new PetstoreError('not_found', 'There is no operation at this path.'), headers, request.method);
       }
@@ -313,8 +361,10 @@ export function createPetstore(options: PetstoreOptions): Petstore {
       switch (operationId) {
         case 'getOpenApiDocument':
           return textAnswer(200, openapiJson, headers, request.method);
-        case 'listCategories':
-          return jsonAnswer(200, await categories.list(), headers, request.method);
+        case 'listCategories': {
+          const listed = categories.list();
+          return textAnswer(200, listJson(isPromiseLike(listed) ? await listed : listed), headers, request.method);
+        }
         case 'createCategory': {
           assertJsonContentType(request.headers);
           const json = await readJsonBody(request.body ?? { kind: 'none' }, request.headers, bodyLimitBytes);
@@ -338,13 +388,13 @@ export function createPetstore(options: PetstoreOptions): Petstore {
   }
 
   async function guard(request: GuardRequest): Promise<GuardResult> {
-    const headers: Record<string, string> = {};
     try {
-      const admitted = await admit(request, false, headers);
+      const admission = admit(request, false);
+      const admitted = isPromiseLike(admission) ? await admission : admission;
       if ('response' in admitted) return { allowed: false, response: admitted.response };
-      return { allowed: true, principal: admitted.principal as Principal, headers };
+      return { allowed: true, principal: admitted.principal as Principal, headers: admitted.headers };
     } catch (error) {
-      const response = isPetstoreError(error) ? failedAnswer(error, request, headers) : internalAnswer(error, request, headers);
+      const response = isPetstoreError(error) ? failedAnswer(error, request, {}) : internalAnswer(error, request, {});
       return { allowed: false, response };
     }
   }
@@ -369,7 +419,9 @@ function textAnswer(status: number, json: string, headers: Record<string, string
   // Set last, so a host handler's own Content-Type cannot relabel the JSON text written here. The headers
   // object belongs to this one answer, so it is completed in place rather than copied.
   headers['content-type'] = JSON_CONTENT_TYPE;
-  return { status, headers, body: method === 'HEAD' || method.toUpperCase() === 'HEAD' ? undefined : json };
+  // Methods are case-sensitive tokens, but `head` is routed as HEAD too (see matchRoute).
+  const head = method === 'HEAD' || (method.length === 4 && method.toUpperCase() === 'HEAD');
+  return { status, headers, body: head ? undefined : json };
 }
 
 function lowercaseKeys(headers: Record<string, string>): Record<string, string> {

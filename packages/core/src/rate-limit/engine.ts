@@ -6,6 +6,7 @@ import type { PlanLimits, PlanName, Principal } from '../auth/principal.js';
 import type { Clock } from '../clock.js';
 import { normalizeClientAddress } from './client-address.js';
 import { PetstoreError } from '../errors.js';
+import { isPromiseLike } from '../internal/promise.js';
 import { rateLimitHeaders, retryAfterSeconds, standardRateLimitHeaders } from './headers.js';
 import {
   DEFAULT_ANONYMOUS_LIMITS,
@@ -94,6 +95,20 @@ export interface RateLimiter {
  * @throws TypeError on invalid limits or ban policy.
  */
 export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
+  const decide = createRateLimitDecider(options);
+  // An async function: a decision answered directly is wrapped, and an error thrown is a rejection.
+  return { consume: async (subject) => decide(subject) };
+}
+
+/**
+ * The engine without the promise: answers the decision directly when the store does (a memory store), and a
+ * promise otherwise; a failure may be thrown. {@link createRateLimiter} wraps it; the pipeline calls it
+ * directly, so a request on a memory store needs no promise for its rate limit. Internal: not exported from
+ * the package.
+ */
+export function createRateLimitDecider(
+  options: RateLimiterOptions,
+): (subject: RateLimitSubject) => RateLimitDecision | Promise<RateLimitDecision> {
   const planLimits = { ...DEFAULT_PLAN_LIMITS, ...options.plans };
   for (const [plan, limits] of Object.entries(planLimits)) assertPlanLimits(limits, `plans.${plan}`);
   const anonymousWindows = frozenWindows(options.anonymous ?? DEFAULT_ANONYMOUS_LIMITS);
@@ -133,24 +148,28 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
     throw new TypeError('onStoreFailure.retryAfterSeconds must be a whole number >= 1');
   }
 
-  /** One consume on the primary store, falling back as the failure policy says. */
-  function consumeWithPolicy(primary: RateLimitStore, key: string, request: ConsumeRequest): Promise<ConsumeResult> {
-    const onFailure = (error: unknown): Promise<ConsumeResult> => {
-      onStoreError?.(error);
-      if (failure.mode === 'fail-open') return failure.insuranceStore.consume(key, request);
-      throw new PetstoreError('service_unavailable', 'The rate-limit store is unavailable; retry later.', {
-        cause: error,
-        retryAfterSeconds: failClosedRetryAfterSeconds,
-      });
-    };
-    try {
-      // A promise chain, not another async frame: this runs on every request.
-      return primary.consume(key, request).catch(onFailure);
-    } catch (error) {
-      // A store that throws synchronously instead of rejecting.
-      return Promise.resolve().then(() => onFailure(error));
-    }
+  /** What a failed consume on the primary store turns into, as the failure policy says. */
+  async function onFailure(error: unknown, key: string, request: ConsumeRequest): Promise<RateLimitDecision> {
+    onStoreError?.(error);
+    if (failure.mode === 'fail-open') return decisionOf(await failure.insuranceStore.consume(key, request));
+    throw new PetstoreError('service_unavailable', 'The rate-limit store is unavailable; retry later.', {
+      cause: error,
+      retryAfterSeconds: failClosedRetryAfterSeconds,
+    });
   }
+
+  function decisionOf(result: ConsumeResult): RateLimitDecision {
+    return {
+      allowed: result.allowed,
+      reason: result.allowed ? undefined : result.reason,
+      headers: standardHeaders
+        ? { ...rateLimitHeaders(result), ...standardRateLimitHeaders(result) }
+        : rateLimitHeaders(result),
+      retryAfterSeconds: retryAfterSeconds(result),
+      result,
+    };
+  }
+
   // The store key of each principal, built once (principals from a key store are long-lived objects).
   const principalKeys = new WeakMap<Principal, string>();
   function storeKeyOf(principal: Principal): string {
@@ -162,33 +181,29 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
     return key;
   }
 
-  return {
-    async consume(subject) {
-      const nowMs = clock.now();
-      let result: ConsumeResult;
-      if ('principal' in subject) {
-        result = await consumeWithPolicy(store, storeKeyOf(subject.principal), {
-          windows: windowsOf(subject.principal),
-          nowMs,
-          ban,
-        });
-      } else {
-        result = await consumeWithPolicy(anonymousStore, `anon:${normalizeClientAddress(subject.clientAddress)}`, {
-          windows: anonymousWindows,
-          nowMs,
-          ban,
-        });
-      }
-      return {
-        allowed: result.allowed,
-        reason: result.allowed ? undefined : result.reason,
-        headers: standardHeaders
-          ? { ...rateLimitHeaders(result), ...standardRateLimitHeaders(result) }
-          : rateLimitHeaders(result),
-        retryAfterSeconds: retryAfterSeconds(result),
-        result,
-      };
-    },
+  return (subject) => {
+    const nowMs = clock.now();
+    let primary: RateLimitStore;
+    let key: string;
+    let request: ConsumeRequest;
+    if ('principal' in subject) {
+      primary = store;
+      key = storeKeyOf(subject.principal);
+      request = { windows: windowsOf(subject.principal), nowMs, ban };
+    } else {
+      primary = anonymousStore;
+      key = `anon:${normalizeClientAddress(subject.clientAddress)}`;
+      request = { windows: anonymousWindows, nowMs, ban };
+    }
+    let answer: ConsumeResult | Promise<ConsumeResult>;
+    try {
+      answer = primary.consume(key, request);
+    } catch (error) {
+      // A store that throws instead of rejecting.
+      return onFailure(error, key, request);
+    }
+    if (!isPromiseLike(answer)) return decisionOf(answer);
+    return Promise.resolve(answer).then(decisionOf, (error: unknown) => onFailure(error, key, request));
   };
 }
 

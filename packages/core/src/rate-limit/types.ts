@@ -73,10 +73,14 @@ export type ConsumeResult =
  * `consume` checks every window of `request` for `key` and the key's ban, and either charges one request to
  * all windows or to none; it also counts rejections toward a ban and starts the ban. Implementations must be
  * atomic per key under concurrent calls, also across processes sharing the store, and must let every key
- * expire (no key lives forever). A rejected promise becomes a 500 `internal_error` answer.
+ * expire (no key lives forever).
+ *
+ * `consume` answers with a promise (networked stores) or, for a store in process memory, may answer the
+ * result directly, which spares the engine a promise per request. A thrown error or a rejected promise is
+ * a store failure, handled by the engine's failure policy (`onStoreFailure`: 503 by default).
  *
  * Keys are opaque strings chosen by the engine (`key:<keyId>` or `anon:<address>`).
  */
 export interface RateLimitStore {
-  consume(key: string, request: ConsumeRequest): Promise<ConsumeResult>;
+  consume(key: string, request: ConsumeRequest): ConsumeResult | Promise<ConsumeResult>;
 }

@@ -3,7 +3,9 @@ import type { Category, NewCategory } from '../schemas.js';
 /**
  * Where categories live. Implement it over your own database; `@petstore/storage-memory` has one in memory.
  *
- * - `list()` answers every category, in ascending `id` order.
+ * - `list()` answers every category, in ascending `id` order. When it answers a frozen array, the library
+ *   may reuse the JSON it wrote for that same array object, so answer a frozen array only while its records
+ *   stay as they are (frozen records, and a new array after a change), or an unfrozen one.
  * - `create(newCategory)` assigns the id and writes the record in one step, and answers the stored
  *   Category. The id is the spec's int64 (SPEC §4.2 rule 3); this library requires a positive integer that
  *   is a safe JavaScript integer (≤ 2^53 − 1) so it survives JSON in every client. Ids are unique and
@@ -13,6 +15,7 @@ import type { Category, NewCategory } from '../schemas.js';
  * 500 `internal_error` answer without details.
  */
 export interface CategoryStore {
-  list(): Promise<Category[]>;
+  /** May answer directly (a store in process memory) or with a promise. */
+  list(): readonly Category[] | Promise<readonly Category[]>;
   create(newCategory: NewCategory): Promise<Category>;
 }

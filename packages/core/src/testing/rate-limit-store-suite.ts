@@ -213,7 +213,7 @@ export function runRateLimitStoreConformance(test: ConformanceTestApi, options: 
       const results = await Promise.all(
         keys.flatMap((key) =>
           Array.from({ length: 30 }, () =>
-            store.consume(key, { windows: minuteAndDay(10, 100), nowMs: T0, ban: undefined }).then((result) => ({ key, result })),
+            Promise.resolve(store.consume(key, { windows: minuteAndDay(10, 100), nowMs: T0, ban: undefined })).then((result) => ({ key, result })),
           ),
         ),
       );
