@@ -1,6 +1,6 @@
 import { PetstoreError, type Category, type CategoryStore, type NewCategory } from '@petstore/core';
 import type { Redis } from 'ioredis';
-import { assertKeyPrefix, assertTimeoutMs, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT_MS, storeFailure, withDeadline } from './redis-call.js';
+import { assertKeyPrefix, assertTimeoutMs, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT_MS, storeFailure, createDeadline } from './redis-call.js';
 
 /** Name under which the create script is defined on the client (`client.defineCommand`). */
 export const CREATE_CATEGORY_COMMAND = 'petstoreCategoryCreate';
@@ -91,9 +91,10 @@ export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCat
   client.defineCommand(CREATE_CATEGORY_COMMAND, { numberOfKeys: 2, lua: CREATE_LUA });
   const createCommand = (client as unknown as Record<string, CreateCommand>)[CREATE_CATEGORY_COMMAND] as CreateCommand;
 
+  const withDeadline = createDeadline(timeoutMs);
   async function call<T>(what: string, run: () => Promise<T>): Promise<T> {
     try {
-      return await withDeadline(run(), timeoutMs);
+      return await withDeadline(run());
     } catch (error) {
       throw storeFailure(error, what, 'category store');
     }

@@ -4,10 +4,12 @@
  * different processes — never interleave.
  *
  * KEYS[1]  the key's hash, `${keyPrefix}rl:${key}`.
- * ARGV     mode ('server' | 'request'), nowMs (used in 'request' mode), ban enabled ('1' | '0'),
- *          ban rejectedThreshold, ban intervalMs, ban durationMs, the windows' signature, then per window
- *          its start field, its count field, limit and windowMs (the client builds these strings once per
- *          windows array, see rate-limit-store.ts).
+ * ARGV[1]  'server' (decide at Redis's clock, TIME) or nowMs (decide at the caller's clock).
+ * ARGV[2]  the policy, a JSON array: ban enabled (1 | 0), ban rejectedThreshold, ban intervalMs, ban
+ *          durationMs, the windows' signature, then per window its start field, its count field, limit and
+ *          windowMs. The client builds it once per windows array and ban policy (see rate-limit-store.ts):
+ *          two arguments instead of fourteen, as each argument costs the client more than cjson.decode
+ *          costs Redis.
  *
  * The hash (decimal integers; times in Unix epoch ms), flat so one HMGET reads what a decision needs and one
  * HSET writes what changed — no string parsing, no rewrite of the whole hash:
@@ -16,9 +18,9 @@
  *   ban                      end of the ban; present only while a ban was started and not yet lifted
  *   sig                      the signature (window names) of the windows last written
  *
- * Returns an array of integers: { outcome, nowMs, bannedUntilMs, used_1, resetAtMs_1, used_2, … } with
- * outcome 0 = allowed, 1 = rate_limited, 2 = banned, and one (used, resetAtMs) pair per window in request
- * order. Every call ends with PEXPIRE to the latest instant the state still matters (window resets, ban end,
+ * Returns an array of integers: { outcome, nowMs, bannedUntilMs, used_1, used_2, … } with outcome
+ * 0 = allowed, 1 = rate_limited, 2 = banned, and the used count of each window in request order (the client
+ * derives each window's reset from nowMs). Every call ends with PEXPIRE to the latest instant the state still matters (window resets, ban end,
  * rejection-interval end), also when nothing else was written, so a key that lost its TTL gets it back.
  * When the request's windows differ from those last written (the signature differs: a plan change, or a new
  * key), fields of windows the request no longer names are removed.
@@ -35,20 +37,21 @@ if ARGV[1] == 'server' then
   local t = call('TIME')
   now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
 else
-  now = tonumber(ARGV[2])
+  now = tonumber(ARGV[1])
 end
-local banOn = ARGV[3] == '1'
-local banThreshold = tonumber(ARGV[4])
-local banInterval = tonumber(ARGV[5])
-local banDuration = tonumber(ARGV[6])
-local signature = ARGV[7]
-local n = (#ARGV - 7) / 4
+local policy = cjson.decode(ARGV[2])
+local banOn = policy[1] == 1
+local banThreshold = policy[2]
+local banInterval = policy[3]
+local banDuration = policy[4]
+local signature = policy[5]
+local n = (#policy - 5) / 4
 
 -- Fields: 1 rej:s, 2 rej:c, 3 ban, 4 sig, then window i's start at 3 + 2i and count at 4 + 2i.
 local fields = { 'rej:s', 'rej:c', 'ban', 'sig' }
 for i = 1, n do
-  fields[3 + i * 2] = ARGV[4 + i * 4]
-  fields[4 + i * 2] = ARGV[5 + i * 4]
+  fields[3 + i * 2] = policy[2 + i * 4]
+  fields[4 + i * 2] = policy[3 + i * 4]
 end
 local values = call('HMGET', key, unpack(fields))
 local rejStart = tonumber(values[1])
@@ -56,12 +59,12 @@ local rejCount = tonumber(values[2])
 local bannedUntil = tonumber(values[3]) or 0
 
 -- Windows: counters of ended windows read as 0.
-local starts, counts, resets = {}, {}, {}
+local starts, counts = {}, {}
 local hasRoom = true
 local sameStarts = values[4] == signature
 local expiresAt = now
 for i = 1, n do
-  local windowMs = tonumber(ARGV[7 + i * 4])
+  local windowMs = policy[5 + i * 4]
   local start = floor(now / windowMs) * windowMs
   local count = 0
   if tonumber(values[3 + i * 2]) == start then
@@ -69,20 +72,17 @@ for i = 1, n do
   else
     sameStarts = false
   end
-  if count + 1 > tonumber(ARGV[6 + i * 4]) then hasRoom = false end
+  if count + 1 > policy[4 + i * 4] then hasRoom = false end
   local reset = start + windowMs
   if reset > expiresAt then expiresAt = reset end
-  starts[i], counts[i], resets[i] = start, count, reset
+  starts[i], counts[i] = start, count
 end
 local rejectedEnd = 0
 if rejStart and banOn then rejectedEnd = rejStart + banInterval end
 
 local function answer(outcome, banEnd)
   local reply = { outcome, now, banEnd }
-  for i = 1, n do
-    reply[2 + i * 2] = counts[i]
-    reply[3 + i * 2] = resets[i]
-  end
+  for i = 1, n do reply[3 + i] = counts[i] end
   return reply
 end
 

@@ -1,6 +1,6 @@
-import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitStore, RateLimitWindow, WindowUsage } from '@petstore/core';
+import { windowStartMs, type BanPolicy, type ConsumeRequest, type ConsumeResult, type RateLimitStore, type RateLimitWindow, type WindowUsage } from '@petstore/core';
 import type { Redis } from 'ioredis';
-import { assertKeyPrefix, assertTimeoutMs, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT_MS, storeFailure, withDeadline } from './redis-call.js';
+import { assertKeyPrefix, assertTimeoutMs, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT_MS, storeFailure, createDeadline } from './redis-call.js';
 import { CONSUME_LUA } from './rate-limit-script.js';
 
 /** Name under which the consume script is defined on the client (`client.defineCommand`). */
@@ -86,14 +86,15 @@ export function redisRateLimitStore(options: RedisRateLimitStoreOptions): RedisR
   if (time !== 'server' && time !== 'request') throw new TypeError(`time must be 'server' or 'request', got ${String(time)}`);
   client.defineCommand(CONSUME_COMMAND, { numberOfKeys: 1, lua: CONSUME_LUA });
   const consumeCommand = (client as unknown as Record<string, ConsumeCommand>)[CONSUME_COMMAND] as ConsumeCommand;
+  const withDeadline = createDeadline(timeoutMs);
 
   return {
     redisKey: (key) => rateLimitRedisKey(key, keyPrefix),
     async consume(key, request) {
-      const args = scriptArguments(request, time);
+      const [timeArgument, policy] = scriptArguments(request, time);
       let reply: ConsumeReply;
       try {
-        reply = await withDeadline(consumeCommand.call(client, rateLimitRedisKey(key, keyPrefix), ...args), timeoutMs);
+        reply = await withDeadline(consumeCommand.call(client, rateLimitRedisKey(key, keyPrefix), timeArgument, policy));
       } catch (error) {
         throw storeFailure(error, 'consume', 'rate-limit store');
       }
@@ -106,59 +107,61 @@ function assertWhole(value: number, what: string, min: number): void {
   if (!Number.isSafeInteger(value) || value < min) throw new TypeError(`${what} must be a whole number >= ${min}, got ${String(value)}`);
 }
 
-/** ARGV of the consume script; see rate-limit-script.ts. */
-function scriptArguments(request: ConsumeRequest, time: 'server' | 'request'): string[] {
+/** ARGV of the consume script (see rate-limit-script.ts): the time, then the policy as JSON. */
+function scriptArguments(request: ConsumeRequest, time: 'server' | 'request'): [string, string] {
   if (time === 'request' && !Number.isSafeInteger(request.nowMs)) {
     throw new TypeError(`nowMs must be a whole number of ms, got ${String(request.nowMs)}`);
   }
-  return [
-    time,
-    time === 'request' ? String(request.nowMs) : '0',
-    ...banArguments(request.ban),
-    ...windowArguments(request.windows),
-  ];
+  return [time === 'request' ? String(request.nowMs) : 'server', policyArgument(request.windows, request.ban)];
 }
 
-const NO_BAN_ARGUMENTS: readonly string[] = Object.freeze(['0', '0', '0', '0']);
-const banArgumentsCache = new WeakMap<BanPolicy, readonly string[]>();
-
-/** Ban enabled, threshold, interval and duration; built once per frozen policy object. */
-function banArguments(ban: BanPolicy | undefined): readonly string[] {
-  if (ban === undefined) return NO_BAN_ARGUMENTS;
-  const cached = banArgumentsCache.get(ban);
-  if (cached !== undefined) return cached;
-  assertWhole(ban.rejectedThreshold, 'ban.rejectedThreshold', 1);
-  assertWhole(ban.intervalMs, 'ban.intervalMs', 1);
-  assertWhole(ban.durationMs, 'ban.durationMs', 1);
-  const built = ['1', String(ban.rejectedThreshold), String(ban.intervalMs), String(ban.durationMs)];
-  if (Object.isFrozen(ban)) banArgumentsCache.set(ban, built);
-  return built;
-}
-
-const windowArgumentsCache = new WeakMap<readonly RateLimitWindow[], readonly string[]>();
+/** Policies built so far, per windows array and ban policy (`NO_BAN` for none). */
+const policyCache = new WeakMap<readonly RateLimitWindow[], WeakMap<object, string>>();
+const NO_BAN = Object.freeze({});
 
 /**
- * The windows' signature, then each window's start field, count field, limit and windowMs. Built once per
- * frozen windows array (the engine hands out one per plan), so a request builds no strings for them.
+ * The policy argument: ban enabled, threshold, interval and duration, the windows' signature, then each
+ * window's start field, count field, limit and windowMs, as a JSON array. Built once per frozen windows array
+ * and frozen ban policy (the engine hands out one per plan), so a request builds no strings for it.
  */
-function windowArguments(windows: readonly RateLimitWindow[]): readonly string[] {
-  const cached = windowArgumentsCache.get(windows);
+function policyArgument(windows: readonly RateLimitWindow[], ban: BanPolicy | undefined): string {
+  const banKey = ban ?? NO_BAN;
+  const cached = policyCache.get(windows)?.get(banKey);
   if (cached !== undefined) return cached;
-  const built = [JSON.stringify(windows.map((window) => window.name))];
+  if (ban !== undefined) {
+    assertWhole(ban.rejectedThreshold, 'ban.rejectedThreshold', 1);
+    assertWhole(ban.intervalMs, 'ban.intervalMs', 1);
+    assertWhole(ban.durationMs, 'ban.durationMs', 1);
+  }
+  const policy: (string | number)[] = [
+    ban === undefined ? 0 : 1,
+    ban?.rejectedThreshold ?? 0,
+    ban?.intervalMs ?? 0,
+    ban?.durationMs ?? 0,
+    JSON.stringify(windows.map((window) => window.name)),
+  ];
   for (const window of windows) {
     assertWhole(window.limit, `window "${window.name}" limit`, 0);
     assertWhole(window.windowMs, `window "${window.name}" windowMs`, 1);
-    built.push(`w:${window.name}:s`, `w:${window.name}:c`, String(window.limit), String(window.windowMs));
+    policy.push(`w:${window.name}:s`, `w:${window.name}:c`, window.limit, window.windowMs);
   }
-  if (Object.isFrozen(windows) && windows.every((window) => Object.isFrozen(window))) windowArgumentsCache.set(windows, built);
+  const built = JSON.stringify(policy);
+  const cacheable =
+    Object.isFrozen(windows) && windows.every((window) => Object.isFrozen(window)) && Object.isFrozen(banKey);
+  if (cacheable) {
+    let byBan = policyCache.get(windows);
+    if (byBan === undefined) policyCache.set(windows, (byBan = new WeakMap()));
+    byBan.set(banKey, built);
+  }
   return built;
 }
 
 function resultFromReply(reply: ConsumeReply, request: ConsumeRequest): ConsumeResult {
   const [outcome, nowMs, bannedUntilMs] = reply;
   const windows: WindowUsage[] = request.windows.map((window, index) => {
-    const used = reply[3 + 2 * index] as number;
-    const resetAtMs = reply[4 + 2 * index] as number;
+    const used = reply[3 + index] as number;
+    // The script decided at nowMs, so each window is the one containing it.
+    const resetAtMs = windowStartMs(nowMs, window.windowMs) + window.windowMs;
     return {
       name: window.name,
       limit: window.limit,
