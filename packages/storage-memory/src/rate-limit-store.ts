@@ -14,7 +14,7 @@ import { LRUCache } from 'lru-cache';
 export interface MemoryRateLimitStoreOptions {
   /**
    * Most keys tracked at once; past it the least recently used key is dropped (its counters restart).
-   * Default 100,000 (about 36 MB of heap: some 360 bytes per key with two windows, measured by
+   * Default 100,000 (about 41 MB of heap: some 410 bytes per key with two windows, measured by
    * `benchmarks/src/memory-bench.ts`). Size it above the number of keys active within your longest window,
    * and give anonymous callers their own store (`rateLimit.anonymousStore`) so a flood of addresses cannot
    * evict the counters of real keys.
