@@ -46,6 +46,8 @@ interface CompiledPath {
   pattern: RegExp;
   paramNames: string[];
   methods: Map<string, OperationDefinition>;
+  /** For paths without parameters: the match per method, built once (frozen). */
+  matches: Map<string, RouteMatch>;
 }
 
 // Path parameters match one non-empty segment; values are percent-decoded.
@@ -59,7 +61,7 @@ const COMPILED: CompiledPath[] = (() => {
         paramNames.push(name);
         return '([^/]+)';
       });
-      compiled = { path: operation.path, pattern: new RegExp(`^${source}$`), paramNames, methods: new Map() };
+      compiled = { path: operation.path, pattern: new RegExp(`^${source}$`), paramNames, methods: new Map(), matches: new Map() };
       byPath.set(operation.path, compiled);
     }
     compiled.methods.set(operation.method, operation);
@@ -75,6 +77,11 @@ const NO_PARAMS: Record<string, string> = Object.freeze({});
 /** Paths without parameters, found by a map lookup instead of trying each pattern. */
 const STATIC_PATHS = new Map(COMPILED.filter((compiled) => compiled.paramNames.length === 0).map((compiled) => [compiled.path, compiled]));
 const PARAMETER_PATHS = COMPILED.filter((compiled) => compiled.paramNames.length > 0);
+for (const compiled of STATIC_PATHS.values()) {
+  for (const method of compiled.methods.keys()) {
+    compiled.matches.set(method, Object.freeze(matchMethod(compiled, method, undefined)));
+  }
+}
 
 /**
  * Finds the operation for a method and a path below the prefix (query string ignored). Paths match exactly:
@@ -85,7 +92,7 @@ export function matchRoute(method: string, path: string): RouteMatch {
   const queryStart = path.indexOf('?');
   const pathname = queryStart === -1 ? path : path.slice(0, queryStart);
   const fixed = STATIC_PATHS.get(pathname);
-  if (fixed !== undefined) return matchMethod(fixed, method, undefined);
+  if (fixed !== undefined) return fixed.matches.get(method) ?? matchMethod(fixed, method, undefined);
   for (const compiled of PARAMETER_PATHS) {
     const match = compiled.pattern.exec(pathname);
     if (match !== null) return matchMethod(compiled, method, match);

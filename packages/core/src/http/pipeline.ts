@@ -22,7 +22,7 @@ import type { Principal } from '../auth/principal.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ERROR_STATUS, PetstoreError, errorBody, isPetstoreError } from '../errors.js';
 import { buildOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from '../openapi/document.js';
-import { isPromiseLike } from '../internal/promise.js';
+import type { Thenable } from '../internal/promise.js';
 import { createRateLimitDecider, type RateLimitDecision, type RateLimiterOptions } from '../rate-limit/engine.js';
 import { parseNewCategory, type Category } from '../schemas.js';
 import type { CategoryStore } from '../storage/category-store.js';
@@ -186,15 +186,21 @@ export function createPetstore(options: PetstoreOptions): Petstore {
   const openapiJson = JSON.stringify(openapi);
   const realm = options.realm ?? 'petstore';
   // JSON of frozen lists, per array object: a store that answers the same frozen array between writes (the
-  // memory store does) has it serialised once, not per request (see CategoryStore.list).
+  // memory store does) has it serialised once, not per request (see CategoryStore.list). The last list is
+  // checked first: a frozen array stays frozen, so no lookup is needed while it is current.
   const listJsonCache = new WeakMap<readonly Category[], string>();
+  let lastList: readonly Category[] | undefined;
+  let lastListJson = '';
   const listJson = (list: readonly Category[]): string => {
+    if (list === lastList) return lastListJson;
     if (!Object.isFrozen(list)) return JSON.stringify(list);
     let json = listJsonCache.get(list);
     if (json === undefined) {
       json = JSON.stringify(list);
       listJsonCache.set(list, json);
     }
+    lastList = list;
+    lastListJson = json;
     return json;
   };
   const { apiKeys, categories, onEvent, handlers = {} } = options;
@@ -205,7 +211,9 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     if (credential.kind === 'missing') return NOT_PRESENTED;
     if (credential.kind === 'malformed') return PRESENTED_INVALID;
     const found = apiKeys.findPrincipal(hashApiKey(credential.token));
-    return isPromiseLike(found) ? Promise.resolve(found).then(authenticated) : authenticated(found);
+    return found !== undefined && typeof (found as Thenable).then === 'function'
+      ? Promise.resolve(found).then(authenticated)
+      : authenticated(found as Principal | undefined);
   }
 
   const eventFor = (request: GuardRequest, type: PetstoreEvent['type'], principal?: Principal): PetstoreEvent => ({
@@ -249,19 +257,19 @@ export function createPetstore(options: PetstoreOptions): Petstore {
    */
   function admit(request: GuardRequest, publicOperation: boolean): Admission | Promise<Admission> {
     const authentication = authenticate(request);
-    if (isPromiseLike(authentication)) {
+    if (typeof (authentication as Thenable).then === 'function') {
       return Promise.resolve(authentication).then((settled) => charge(request, publicOperation, settled));
     }
-    return charge(request, publicOperation, authentication);
+    return charge(request, publicOperation, authentication as Authentication);
   }
 
   function charge(request: GuardRequest, publicOperation: boolean, authentication: Authentication): Admission | Promise<Admission> {
     const principal = authentication.principal;
     const decision = decideRateLimit(principal ? { principal } : { clientAddress: request.clientAddress });
-    if (isPromiseLike(decision)) {
+    if (typeof (decision as Thenable).then === 'function') {
       return Promise.resolve(decision).then((settled) => conclude(request, publicOperation, authentication, settled));
     }
-    return conclude(request, publicOperation, authentication, decision);
+    return conclude(request, publicOperation, authentication, decision as RateLimitDecision);
   }
 
   function conclude(
@@ -337,7 +345,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     try {
       const route = matchRoute(request.method, request.path);
       const admission = admit(request, route.kind === 'operation' && route.operation.public);
-      const admitted = isPromiseLike(admission) ? await admission : admission;
+      const admitted = typeof (admission as Thenable).then === 'function' ? await admission : (admission as Admission);
       if ('response' in admitted) return admitted.response;
       const { principal } = admitted;
       headers = admitted.headers;
@@ -363,7 +371,8 @@ export function createPetstore(options: PetstoreOptions): Petstore {
           return textAnswer(200, openapiJson, headers, request.method);
         case 'listCategories': {
           const listed = categories.list();
-          return textAnswer(200, listJson(isPromiseLike(listed) ? await listed : listed), headers, request.method);
+          const list = typeof (listed as Thenable).then === 'function' ? await listed : (listed as readonly Category[]);
+          return textAnswer(200, listJson(list), headers, request.method);
         }
         case 'createCategory': {
           assertJsonContentType(request.headers);
@@ -390,7 +399,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
   async function guard(request: GuardRequest): Promise<GuardResult> {
     try {
       const admission = admit(request, false);
-      const admitted = isPromiseLike(admission) ? await admission : admission;
+      const admitted = typeof (admission as Thenable).then === 'function' ? await admission : (admission as Admission);
       if ('response' in admitted) return { allowed: false, response: admitted.response };
       return { allowed: true, principal: admitted.principal as Principal, headers: admitted.headers };
     } catch (error) {

@@ -6,7 +6,7 @@ import type { PlanLimits, PlanName, Principal } from '../auth/principal.js';
 import type { Clock } from '../clock.js';
 import { normalizeClientAddress } from './client-address.js';
 import { PetstoreError } from '../errors.js';
-import { isPromiseLike } from '../internal/promise.js';
+import type { Thenable } from '../internal/promise.js';
 import { rateLimitHeaders, retryAfterSeconds, standardRateLimitHeaders } from './headers.js';
 import {
   DEFAULT_ANONYMOUS_LIMITS,
@@ -170,15 +170,19 @@ export function createRateLimitDecider(
     };
   }
 
-  // The store key of each principal, built once (principals from a key store are long-lived objects).
-  const principalKeys = new WeakMap<Principal, string>();
-  function storeKeyOf(principal: Principal): string {
-    let key = principalKeys.get(principal);
-    if (key === undefined) {
-      key = `key:${principal.keyId}`;
-      principalKeys.set(principal, key);
+  // The store key and windows of each principal, found once (principals from a key store are long-lived,
+  // frozen objects): one lookup per request.
+  const principalPlans = new WeakMap<Principal, { key: string; windows: RateLimitWindow[] }>();
+  function planOf(principal: Principal): { key: string; windows: RateLimitWindow[] } {
+    let plan = principalPlans.get(principal);
+    if (plan === undefined) {
+      plan = { key: `key:${principal.keyId}`, windows: windowsOf(principal) };
+      // Only a frozen principal cannot change plan or limits behind the cache's back.
+      if (Object.isFrozen(principal) && (principal.limits === undefined || Object.isFrozen(principal.limits))) {
+        principalPlans.set(principal, plan);
+      }
     }
-    return key;
+    return plan;
   }
 
   return (subject) => {
@@ -187,9 +191,10 @@ export function createRateLimitDecider(
     let key: string;
     let request: ConsumeRequest;
     if ('principal' in subject) {
+      const plan = planOf(subject.principal);
       primary = store;
-      key = storeKeyOf(subject.principal);
-      request = { windows: windowsOf(subject.principal), nowMs, ban };
+      key = plan.key;
+      request = { windows: plan.windows, nowMs, ban };
     } else {
       primary = anonymousStore;
       key = `anon:${normalizeClientAddress(subject.clientAddress)}`;
@@ -202,7 +207,7 @@ export function createRateLimitDecider(
       // A store that throws instead of rejecting.
       return onFailure(error, key, request);
     }
-    if (!isPromiseLike(answer)) return decisionOf(answer);
+    if (typeof (answer as Thenable).then !== 'function') return decisionOf(answer as ConsumeResult);
     return Promise.resolve(answer).then(decisionOf, (error: unknown) => onFailure(error, key, request));
   };
 }
