@@ -30,6 +30,18 @@ function keyState(ban?: BanPolicy) {
   };
 }
 
+/** mulberry32: deterministic random numbers, so a failing step of a random run can be replayed. */
+function seededRandom(seed: number) {
+  const random = () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const pick = <T,>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
+  return { random, pick };
+}
+
 function usage(result: ConsumeResult, name: string): WindowUsage {
   const window = result.windows.find((candidate) => candidate.name === name);
   if (window === undefined) throw new Error(`no window ${name} in the result`);
@@ -361,15 +373,7 @@ describe('decideConsume: one-pass admitted path', () => {
   }
 
   it('decides exactly as the two-pass algorithm over a random run, duplicate window names included', () => {
-    let seed = 7;
-    const random = () => {
-      // mulberry32: deterministic, so a failing step can be replayed
-      seed = (seed + 0x6d2b79f5) | 0;
-      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-    const pick = <T,>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
+    const { pick } = seededRandom(7);
     const plans: RateLimitWindow[][] = [
       [minute(3), day(8)],
       [minute(100), day(1000)],
@@ -436,14 +440,7 @@ describe('chargeInPlace', () => {
   });
 
   it('gives a store that charges in place the same answers and states as decideConsume, over a random run', () => {
-    let seed = 11;
-    const random = () => {
-      seed = (seed + 0x6d2b79f5) | 0;
-      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-    const pick = <T,>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
+    const { random, pick } = seededRandom(11);
     // One array per plan, as the engine hands out: the in-place path needs the same windows as last time.
     const plans: RateLimitWindow[][] = [[minute(5), day(40)], [minute(50), day(400)], [day(6)], [minute(2), minute(3)]];
     const bans = [undefined, ban];
