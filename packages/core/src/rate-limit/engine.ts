@@ -113,8 +113,10 @@ export function createRateLimitDecider(
   for (const [plan, limits] of Object.entries(planLimits)) assertPlanLimits(limits, `plans.${plan}`);
   const anonymousWindows = frozenWindows(options.anonymous ?? DEFAULT_ANONYMOUS_LIMITS);
   if (options.anonymous) assertPlanLimits(options.anonymous, 'anonymous');
-  const ban = options.ban === false ? undefined : (options.ban ?? DEFAULT_BAN_POLICY);
-  if (ban !== undefined) assertBanPolicy(ban);
+  const givenBan = options.ban === false ? undefined : (options.ban ?? DEFAULT_BAN_POLICY);
+  if (givenBan !== undefined) assertBanPolicy(givenBan);
+  // A frozen copy, like the windows: stores may build what they send for a policy once (the Redis store does).
+  const ban = givenBan === undefined ? undefined : Object.freeze({ ...givenBan });
   // Windows are built once per plan and once per custom-limits object (key stores hand out the same
   // principal objects), not per request. Custom limits are checked when first seen, so a broken record
   // fails closed (500) instead of leaving a window unlimited.
