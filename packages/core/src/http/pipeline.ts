@@ -185,22 +185,18 @@ export function createPetstore(options: PetstoreOptions): Petstore {
   const openapi = buildOpenApiDocument(options.openapi ?? {}, { deprecations, stability });
   const openapiJson = JSON.stringify(openapi);
   const realm = options.realm ?? 'petstore';
-  // JSON of frozen lists, per array object: a store that answers the same frozen array between writes (the
-  // memory store does) has it serialised once, not per request (see CategoryStore.list). The last list is
-  // checked first: a frozen array stays frozen, so no lookup is needed while it is current.
-  const listJsonCache = new WeakMap<readonly Category[], string>();
+  // The JSON of the last frozen list: a store that answers the same frozen array between writes (the memory
+  // store does) has it serialised once, not per request (see CategoryStore.list). A frozen array stays frozen,
+  // so the same array object needs no other check.
   let lastList: readonly Category[] | undefined;
   let lastListJson = '';
   const listJson = (list: readonly Category[]): string => {
     if (list === lastList) return lastListJson;
-    if (!Object.isFrozen(list)) return JSON.stringify(list);
-    let json = listJsonCache.get(list);
-    if (json === undefined) {
-      json = JSON.stringify(list);
-      listJsonCache.set(list, json);
+    const json = JSON.stringify(list);
+    if (Object.isFrozen(list)) {
+      lastList = list;
+      lastListJson = json;
     }
-    lastList = list;
-    lastListJson = json;
     return json;
   };
   const { apiKeys, categories, onEvent, handlers = {} } = options;
