@@ -2,6 +2,7 @@
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { petstoreExpress } from '@petstore/adapter-express';
+import { petstoreCheckExpectation } from '@petstore/core/node';
 import express from 'express';
 import { readConfig, startupBanner } from './config.js';
 import { examplePetstore } from './petstore.js';
@@ -15,6 +16,8 @@ app.get('/health', (_request, response) => {
 app.use('/v1', petstoreExpress({ petstore: api.petstore }));
 
 const server = app.listen(config.port, config.host);
+// Requests under /v1 whose Expect is not 100-continue are answered by the API (417 with the Error body).
+server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
 await once(server, 'listening');
 const { port } = server.address() as AddressInfo;
 console.log(startupBanner(config, `http://${config.host}:${port}`, 'Express'));

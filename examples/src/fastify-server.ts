@@ -1,5 +1,6 @@
 /** The categories API mounted on a Fastify 5 app, next to a route of the host's own. */
 import { petstoreFastify, petstoreFrameworkErrors } from '@petstore/adapter-fastify';
+import { petstoreCheckExpectation } from '@petstore/core/node';
 import Fastify from 'fastify';
 import { readConfig, startupBanner } from './config.js';
 import { examplePetstore } from './petstore.js';
@@ -9,6 +10,8 @@ const api = await examplePetstore(config);
 const app = Fastify({ frameworkErrors: petstoreFrameworkErrors(api.petstore, { prefix: '/v1' }) });
 app.get('/health', async () => ({ status: 'ok' }));
 await app.register(petstoreFastify, { prefix: '/v1', petstore: api.petstore });
+// Requests under /v1 whose Expect is not 100-continue are answered by the API (417 with the Error body).
+app.server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
 
 await app.listen({ port: config.port, host: config.host });
 const address = app.server.address();

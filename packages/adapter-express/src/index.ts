@@ -19,7 +19,7 @@ import {
   type PetstoreResponse,
   type Principal,
 } from '@petstore/core';
-import { nodeRequestBody, nodeRequestHasBody } from '@petstore/core/node';
+import { nodeRequestBody, nodeRequestHasBody, nodeRequestHeaders, nodeRequestPath } from '@petstore/core/node';
 import { Router, type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
 
 declare global {
@@ -50,8 +50,9 @@ export function petstoreExpress(options: PetstoreExpressOptions): PetstoreExpres
   const answer = async (request: Request, response: Response, body: PetstoreRequestBody) => {
     const result = await petstore.handle({
       method: request.method,
-      path: request.url,
-      headers: request.headers,
+      // Express has removed its mount path from request.url (keeping an absolute-form target's origin).
+      path: nodeRequestPath(request.url, ''),
+      headers: nodeRequestHeaders(request),
       body,
       clientAddress: request.ip,
     });
@@ -89,6 +90,7 @@ function bodyParserError(error: unknown): PetstoreRequestBody | undefined {
   const { type, status, body } = error as { type?: unknown; status?: unknown; body?: unknown };
   if (typeof type !== 'string' || typeof status !== 'number' || status < 400 || status > 499) return undefined;
   if (type === 'entity.too.large') return { kind: 'unreadable', reason: 'too_large' };
+  if (type === 'encoding.unsupported') return { kind: 'unreadable', reason: 'unsupported_encoding' };
   // The parser keeps the raw text of a body it could not parse; the core judges it like any other body.
   if (type === 'entity.parse.failed' && typeof body === 'string') return { kind: 'bytes', bytes: body };
   return { kind: 'unreadable', reason: 'malformed' };
@@ -113,7 +115,7 @@ function send(response: Response, result: PetstoreResponse): void {
 export function petstoreGuard(petstore: Petstore): RequestHandler {
   return (request, response, next) => {
     petstore
-      .guard({ method: request.method, path: request.originalUrl, headers: request.headers, clientAddress: request.ip })
+      .guard({ method: request.method, path: request.originalUrl, headers: nodeRequestHeaders(request), clientAddress: request.ip })
       .then((result) => {
         if (!result.allowed) {
           send(response, result.response);

@@ -18,7 +18,7 @@ import {
   type PetstoreResponse,
   type Principal,
 } from '@petstore/core';
-import { nodeRequestBody } from '@petstore/core/node';
+import { nodeRequestBody, nodeRequestHeaders, nodeRequestPath, originFormTarget, pathBelowPrefix } from '@petstore/core/node';
 import type {
   FastifyError,
   FastifyPluginAsync,
@@ -57,8 +57,8 @@ const mountPetstore: FastifyPluginAsync<PetstoreFastifyOptions> = async (fastify
 
   const toCore = (request: FastifyRequest, body = nodeRequestBody(request.raw, request.body as never)) => ({
     method: request.method,
-    path: request.url.slice(mountPath.length) || '/',
-    headers: request.headers,
+    path: nodeRequestPath(request.url, mountPath),
+    headers: nodeRequestHeaders(request.raw, request.headers),
     body,
     clientAddress: request.ip,
     logger: request.log,
@@ -103,7 +103,7 @@ export function petstoreGuard(petstore: Petstore): onRequestAsyncHookHandler {
     const result = await petstore.guard({
       method: request.method,
       path: request.url,
-      headers: request.headers,
+      headers: nodeRequestHeaders(request.raw, request.headers),
       clientAddress: request.ip,
       logger: request.log,
     });
@@ -117,10 +117,11 @@ export function petstoreGuard(petstore: Petstore): onRequestAsyncHookHandler {
 }
 
 /**
- * Fastify rejects a URL with malformed percent-encoding (`/v1/pets/%ZZ`) in its router, before any plugin,
- * hook or handler runs; only the host's `frameworkErrors` option sees it. Pass this to have such requests
- * under the API's prefix answered by the API like every other (authenticated, rate limited, 404 with the
- * Error body and the rate-limit headers). Everything else gets Fastify's own answer, unchanged.
+ * Fastify rejects a URL with malformed percent-encoding (`/v1/pets/%ZZ`, `/v1%c0%afcategories`) in its
+ * router, before any plugin, hook or handler runs; only the host's `frameworkErrors` option sees it. Pass
+ * this to have such requests under the API's prefix (the prefix followed by `/`, `?` or `%`) answered by the
+ * API like every other (authenticated, rate limited, 404 with the Error body and the rate-limit headers).
+ * Everything else gets Fastify's own answer, unchanged.
  *
  * ```ts
  * const app = Fastify({ frameworkErrors: petstoreFrameworkErrors(petstore, { prefix: '/v1' }) });
@@ -134,13 +135,13 @@ export function petstoreFrameworkErrors(
 ): NonNullable<FastifyServerOptions['frameworkErrors']> {
   const prefix = options.prefix ?? '/v1';
   const handler = (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
-    const url = request.url;
-    if (url === prefix || url.startsWith(`${prefix}/`) || url.startsWith(`${prefix}?`)) {
+    const path = pathBelowPrefix(originFormTarget(request.url), prefix);
+    if (path !== undefined) {
       void petstore
         .handle({
           method: request.method,
-          path: url.slice(prefix.length) || '/',
-          headers: request.headers,
+          path,
+          headers: nodeRequestHeaders(request.raw, request.headers),
           body: nodeRequestBody(request.raw),
           clientAddress: request.ip,
           logger: request.log,

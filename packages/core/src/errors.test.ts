@@ -11,6 +11,8 @@ const EXPECTED_STATUS: Record<ErrorCode, number> = {
   method_not_allowed: 405,
   gone: 410,
   payload_too_large: 413,
+  unsupported_encoding: 415,
+  expectation_failed: 417,
   rate_limited: 429,
   temporarily_banned: 429,
   internal_error: 500,

@@ -17,6 +17,10 @@
  * - `method_not_allowed` 405: the path exists but not with this method; the answer carries `Allow`.
  * - `gone` 410: the operation is past its sunset date (SPEC §9, RFC 8594).
  * - `payload_too_large` 413: the body is over the configured limit (default 1 MiB).
+ * - `unsupported_encoding` 415: the body is sent with a transfer coding other than `chunked` or a content
+ *   coding other than `identity` (RFC 9110 §15.5.16); the answer carries `Accept-Encoding: identity`.
+ * - `expectation_failed` 417: the request's `Expect` holds something other than `100-continue` (RFC 9110
+ *   §10.1.1).
  * - `rate_limited` 429: a rate-limit window is exhausted (SPEC §8 rule 1); carries `Retry-After`.
  * - `temporarily_banned` 429: the key kept sending after being limited (SPEC §8 rule 3); carries `Retry-After`.
  * - `internal_error` 500: an unexpected failure; the message never says more than that.
@@ -33,6 +37,8 @@ export const ERROR_STATUS = {
   method_not_allowed: 405,
   gone: 410,
   payload_too_large: 413,
+  unsupported_encoding: 415,
+  expectation_failed: 417,
   rate_limited: 429,
   temporarily_banned: 429,
   internal_error: 500,

@@ -3,12 +3,94 @@
  *
  * @packageDocumentation
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import getRawBody from 'raw-body';
-import type { PetstoreRequestBody } from './http/types.js';
+import { originFormTarget, pathBelowPrefix } from './http/prefix.js';
+import type { PetstoreHeaders, PetstoreRequestBody } from './http/types.js';
+
+export { originFormTarget, pathBelowPrefix } from './http/prefix.js';
 
 const NO_BODY: PetstoreRequestBody = Object.freeze({ kind: 'none' });
+
+/**
+ * The headers of a Node request for the API: `request.headers`, except that an `Authorization` or
+ * `Content-Type` sent more than once becomes the array of all its values. Node keeps only the first of these
+ * in `request.headers` (it drops later duplicates of some singleton fields), which would let
+ * `Authorization: Bearer <valid>` + `Authorization: Bearer nope` through as valid; the API answers several
+ * Authorization headers as an invalid key (401) and several Content-Type headers as 400. Decided from
+ * `request.rawHeaders`, in one pass over the header names.
+ *
+ * @param headers the parsed headers to start from; default `request.headers` (Fastify passes `request.headers`).
+ */
+export function nodeRequestHeaders(
+  request: IncomingMessage,
+  headers: IncomingHttpHeaders = request.headers,
+): PetstoreHeaders {
+  const raw = request.rawHeaders;
+  let authorization = 0;
+  let contentType = 0;
+  for (let index = 0; index < raw.length; index += 2) {
+    const name = raw[index] as string;
+    // Compare the length first: most header names are neither.
+    if (name.length === 13 && name.toLowerCase() === 'authorization') authorization++;
+    else if (name.length === 12 && name.toLowerCase() === 'content-type') contentType++;
+  }
+  if (authorization < 2 && contentType < 2) return headers;
+  const copy: Record<string, string | readonly string[] | undefined> = { ...headers };
+  if (authorization > 1) copy['authorization'] = rawValues(raw, 'authorization');
+  if (contentType > 1) copy['content-type'] = rawValues(raw, 'content-type');
+  return copy;
+}
+
+function rawValues(raw: readonly string[], name: string): string[] {
+  const values: string[] = [];
+  for (let index = 0; index < raw.length; index += 2) {
+    if ((raw[index] as string).toLowerCase() === name) values.push(raw[index + 1] as string);
+  }
+  return values;
+}
+
+/**
+ * The path of a Node request below the API's mount path, for `PetstoreRequest.path`: the request target in
+ * origin form (an absolute-form target, `GET http://host/v1/categories`, is accepted as RFC 9112 §3.2.2
+ * requires), without `prefix`. A target that is not under `prefix` is returned whole (in origin form), so the
+ * API answers it 404.
+ *
+ * @param url the target as the framework holds it (`request.url`; Express has already removed its mount path)
+ * @param prefix the mount path still to remove (`''` when the framework removed it)
+ */
+export function nodeRequestPath(url: string, prefix: string): string {
+  const target = originFormTarget(url);
+  return pathBelowPrefix(target, prefix) ?? target;
+}
+
+/**
+ * A listener for the host server's `checkExpectation` event. Node answers a request whose `Expect` is not
+ * `100-continue` with a bare 417 before any application code runs, unless the server has such a listener.
+ * With this one, requests under `prefix` go to the server's `request` handlers as usual, and the API answers
+ * them (417 `expectation_failed` with the Error body and the rate-limit headers, after authentication and
+ * rate limiting); every other request gets Node's own bare 417, as before.
+ *
+ * ```ts
+ * server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' })); // Fastify: app.server.on(…)
+ * ```
+ *
+ * @param options.prefix where the API is mounted. Default `/v1`.
+ */
+export function petstoreCheckExpectation(
+  options: { prefix?: string } = {},
+): (this: Server, request: IncomingMessage, response: ServerResponse) => void {
+  const prefix = options.prefix ?? '/v1';
+  return function checkExpectation(this: Server, request, response) {
+    if (pathBelowPrefix(originFormTarget(request.url ?? ''), prefix) !== undefined) {
+      this.emit('request', request, response);
+      return;
+    }
+    response.writeHead(417);
+    response.end();
+  };
+}
 
 /**
  * The body of a Node request as a lazily read stream: the pipeline reads it only for operations that take a

@@ -27,6 +27,7 @@ import {
   type Petstore,
   type StaticApiKey,
 } from '@petstore/core';
+import { petstoreCheckExpectation } from '@petstore/core/node';
 import { fakeClock, type FakeClock } from '@petstore/core/testing';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
 import express from 'express';
@@ -246,6 +247,8 @@ const fastifyImpl: ServerImpl = {
       accountId: principalOf(request)?.accountId,
     }));
     await app.register(petstoreFastify, { prefix: '/v1', petstore });
+    // Node answers an Expect other than 100-continue itself unless told otherwise: this hands those under /v1 to the API.
+    app.server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
     await app.listen({ port: 0, host: '127.0.0.1' });
     const origin = originOf(app.server.address());
     return { origin, clock, petstore, hostCalls, close: () => app.close() };
@@ -273,6 +276,7 @@ function expressImpl(name: string, withJsonParser: boolean): ServerImpl {
       });
       app.use('/v1', petstoreExpress({ petstore }));
       const server = createServer(app);
+      server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
       const origin = await listenNode(server);
       return { origin, clock, petstore, hostCalls, close: () => closeNodeServer(server) };
     },
@@ -300,6 +304,7 @@ const fetchImpl: ServerImpl = {
       ) as Server;
     });
     const running = server as Server;
+    running.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
     return { origin: originOf(address), clock, petstore, hostCalls, close: () => closeNodeServer(running) };
   },
 };

@@ -3,11 +3,12 @@
  */
 import { errorBody } from '../errors.js';
 import type { Petstore } from './pipeline.js';
+import { pathBelowPrefix } from './prefix.js';
 import type { BodyReadResult, PetstoreRequestBody } from './types.js';
 
 /**
- * Answers a Fetch `Request` through `petstore.handle`. Paths outside `petstore.basePath` get a 404 Error
- * body (they are not part of the API, so they carry no rate-limit headers).
+ * Answers a Fetch `Request` through `petstore.handle`. Paths outside `petstore.basePath` (see
+ * `pathBelowPrefix`) get a 404 Error body (they are not part of the API, so they carry no rate-limit headers).
  */
 export async function handleFetch(
   petstore: Petstore,
@@ -15,9 +16,8 @@ export async function handleFetch(
   clientAddress: string | undefined,
 ): Promise<Response> {
   const url = new URL(request.url);
-  const { basePath } = petstore;
-  const pathname = url.pathname;
-  if (basePath !== '' && pathname !== basePath && !pathname.startsWith(`${basePath}/`)) {
+  const path = pathBelowPrefix(url.pathname + url.search, petstore.basePath);
+  if (path === undefined) {
     return new Response(JSON.stringify(errorBody('not_found', 'There is no operation at this path.')), {
       status: 404,
       headers: { 'content-type': 'application/json; charset=utf-8' },
@@ -41,7 +41,7 @@ export async function handleFetch(
   const answer = await petstore.handle({
     method: request.method,
     // With the query string, as the adapters pass it: host handlers read it (HostOperationContext.query).
-    path: (pathname.slice(basePath.length) || '/') + url.search,
+    path,
     headers,
     body,
     clientAddress,

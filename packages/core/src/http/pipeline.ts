@@ -2,16 +2,17 @@
  * The one transport-neutral entry of the API: a {@link PetstoreRequest} in, a {@link PetstoreResponse} out.
  *
  * Order of the steps, for every request below the prefix:
- * 1. authentication (SPEC §5): the bearer API key is resolved to a principal, or not;
- * 2. rate limiting (SPEC §8), after authentication: charged to the key, or to the client address when there
- *    is no valid key; over the limit → 429 (`rate_limited` / `temporarily_banned`) with `Retry-After`;
+ * 1. authentication: the bearer API key is resolved to a principal, or not;
+ * 2. rate limiting, after authentication: charged to the key, or to the client address when there is no
+ *    valid key; over the limit → 429 (`rate_limited` / `temporarily_banned`) with `Retry-After`;
  * 3. no valid key → 401 with `WWW-Authenticate` (nothing is created), except for public operations
  *    (`GET /openapi.json`);
- * 4. routing: unknown path → 404, known path with another method → 405 with `Allow`;
- * 5. deprecation headers; past the sunset → 410;
- * 6. for createCategory: content type → 400, body size → 413, JSON → 400, NewCategory validation → 400;
- *    for host operations: path parameters → 400, no handler → 501;
- * 7. the operation itself.
+ * 4. an `Expect` other than `100-continue` → 417 (RFC 9110 §10.1.1);
+ * 5. routing: unknown path → 404, known path with another method → 405 with `Allow`;
+ * 6. deprecation headers; past the sunset → 410;
+ * 7. for createCategory: content type → 400, transfer/content coding → 415, body size → 413, JSON → 400,
+ *    NewCategory validation → 400; for host operations: path parameters → 400, no handler → 501;
+ * 8. the operation itself.
  * Every answer carries the `X-RateLimit-*` headers once step 2 has run; every error answer has the Error
  * body of SPEC §2 and nothing more. Steps 1–3 are also offered alone, as {@link Petstore.guard}, for the
  * host's own routes.
@@ -26,7 +27,12 @@ import type { Thenable } from '../internal/promise.js';
 import { createRateLimitDecider, type RateLimitDecision, type RateLimiterOptions } from '../rate-limit/engine.js';
 import { parseNewCategory, type Category } from '../schemas.js';
 import type { CategoryStore } from '../storage/category-store.js';
-import { DEFAULT_BODY_LIMIT_BYTES, assertJsonContentType, readJsonBody } from './body.js';
+import {
+  DEFAULT_BODY_LIMIT_BYTES,
+  assertJsonContentType,
+  assertSupportedCodings,
+  readJsonBody,
+} from './body.js';
 import {
   DEFAULT_DEPRECATIONS,
   assertDeprecationPolicy,
@@ -37,7 +43,7 @@ import {
 import { emitEvent, type PetstoreEvent } from './events.js';
 import { handleFetch } from './fetch.js';
 import { matchRoute, type HostOperationId, type OperationId, type Stability } from './operations.js';
-import type { PetstoreHeaders, PetstoreRequest, PetstoreResponse } from './types.js';
+import type { PetstoreHeaders, PetstoreRequest, PetstoreRequestBody, PetstoreResponse } from './types.js';
 
 /** What a host handler receives (SPEC §1: the pets and store-order operations are the host's). */
 export interface HostOperationContext {
@@ -153,6 +159,13 @@ const PRESENTED_INVALID: Authentication = Object.freeze({ presented: true });
 const authenticated = (principal: Principal | undefined): Authentication =>
   principal ? { principal, presented: true } : PRESENTED_INVALID;
 const POSITIVE_INTEGER = /^[1-9][0-9]{0,15}$/;
+const NO_BODY: PetstoreRequestBody = Object.freeze({ kind: 'none' });
+const CONTINUE = /^\s*100-continue\s*$/i;
+
+/** True when every `Expect` value is `100-continue`, the one expectation HTTP defines (RFC 9110 §10.1.1). */
+function isContinueExpectation(value: string | readonly string[]): boolean {
+  return typeof value === 'string' ? value.length <= 64 && CONTINUE.test(value) : value.every(isContinueExpectation);
+}
 
 /**
  * Creates the API.
@@ -226,6 +239,8 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     if (typeof retryAfter === 'number' && Number.isFinite(retryAfter)) {
       headers['retry-after'] = String(Math.max(1, Math.ceil(retryAfter)));
     }
+    // RFC 9110 §15.5.16 / §12.5.3: a 415 for a content coding names the codings the server accepts.
+    if (error.code === 'unsupported_encoding') headers['accept-encoding'] = 'identity';
     return jsonAnswer(ERROR_STATUS[error.code], errorBody(error.code, error.message), headers, method);
   }
 
@@ -345,6 +360,11 @@ export function createPetstore(options: PetstoreOptions): Petstore {
       if ('response' in admitted) return admitted.response;
       const { principal } = admitted;
       headers = admitted.headers;
+      const expectation = request.headers['expect'];
+      if (expectation !== undefined && !isContinueExpectation(expectation)) {
+        const message = 'The server cannot meet the expectation in the Expect header; only 100-continue is supported.';
+        return errorAnswer(new PetstoreError('expectation_failed', message), headers, request.method);
+      }
       if (route.kind === 'not_found') {
         return errorAnswer(new PetstoreError('not_found', 'There is no operation at this path.'), headers, request.method);
       }
@@ -371,8 +391,10 @@ export function createPetstore(options: PetstoreOptions): Petstore {
           return textAnswer(200, listJson(list), headers, request.method);
         }
         case 'createCategory': {
+          const body = request.body ?? NO_BODY;
           assertJsonContentType(request.headers);
-          const json = await readJsonBody(request.body ?? { kind: 'none' }, request.headers, bodyLimitBytes);
+          assertSupportedCodings(request.headers, body);
+          const json = await readJsonBody(body, request.headers, bodyLimitBytes);
           const parsed = parseNewCategory(json);
           if (!parsed.success) throw new PetstoreError('validation_failed', parsed.message);
           return jsonAnswer(201, await categories.create(parsed.value), headers, request.method);

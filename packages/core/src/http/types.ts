@@ -21,21 +21,29 @@ export type BodyReadResult =
  * - `stream`: not read yet; the pipeline calls `read(limitBytes)` only when the operation takes a body, after
  *   auth and rate limiting. `read` answers `too_large` as soon as more than `limitBytes` arrive.
  * - `parsed`: the host already parsed JSON (e.g. Express's `express.json()`); the pipeline validates the value.
- * - `unreadable`: the host's own body parser failed: `too_large` → 413, `malformed` → 400 `invalid_json`.
+ * - `unreadable`: the host's own body parser failed: `too_large` → 413, `unsupported_encoding` (a content
+ *   coding it could not decode) → 415, `malformed` → 400 `invalid_json`.
+ *
+ * `bytes`, `parsed` and `unreadable` are bodies the host has read: any content coding (gzip …) is taken as
+ * removed by the host. For `stream`, the core reads the raw bytes and refuses a content coding other than
+ * `identity` with 415.
  */
 export type PetstoreRequestBody =
   | { kind: 'none' }
   | { kind: 'bytes'; bytes: Uint8Array | string }
   | { kind: 'stream'; read(limitBytes: number): Promise<BodyReadResult> }
   | { kind: 'parsed'; value: unknown }
-  | { kind: 'unreadable'; reason: 'too_large' | 'malformed' };
+  | { kind: 'unreadable'; reason: 'too_large' | 'unsupported_encoding' | 'malformed' };
 
 /**
  * A plain HTTP request.
  *
  * - `method`: e.g. `GET` (case-insensitive).
  * - `path`: the path below the API prefix, e.g. `/categories` for `/v1/categories`; a query string is ignored.
- * - `headers`: by lowercase name.
+ * - `headers`: by lowercase name. A header sent several times is an array (or one comma-joined string): several
+ *   `Authorization` headers count as an invalid key, several `Content-Type` headers as an invalid content
+ *   type. Node's `request.headers` keeps only the first of these; `nodeRequestHeaders` (in
+ *   `@petstore/core/node`) restores them from `rawHeaders`.
  * - `body`: see {@link PetstoreRequestBody}; default `none`.
  * - `clientAddress`: the client's IP address, for the anonymous rate limit.
  * - `logger`: a pino-style logger for this request (Fastify's `request.log`); events are logged through it.

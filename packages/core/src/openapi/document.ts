@@ -40,10 +40,16 @@ const conversion: ConversionConfig = {
   target: 'openapi-3.0',
   // trim is a transformation, not a constraint on the input.
   ignoreActions: ['trim'],
-  overrideAction: ({ valibotAction, jsonSchema }) =>
-    valibotAction.type === 'max_graphemes'
-      ? { ...jsonSchema, 'x-max-graphemes': (valibotAction as unknown as { requirement: number }).requirement }
-      : undefined,
+  overrideAction: ({ valibotAction, jsonSchema }) => {
+    const requirement = (valibotAction as unknown as { requirement: number }).requirement;
+    // JSON Schema's maxLength counts code points, exactly what valibot's maxCodePoints bounds. Grapheme
+    // clusters have no JSON Schema keyword: carried as an extension.
+    if (valibotAction.type === 'max_code_points') return { ...jsonSchema, maxLength: requirement };
+    // The schemas' own grapheme bound (a raw check that stops counting at the bound) carries its number.
+    const graphemes = (valibotAction as { maxGraphemes?: unknown }).maxGraphemes;
+    if (typeof graphemes === 'number') return { ...jsonSchema, 'x-max-graphemes': graphemes };
+    return undefined;
+  },
 };
 
 function schemaOf(schema: Parameters<typeof toJsonSchema>[0]): Record<string, unknown> {
@@ -80,7 +86,9 @@ function responsesFor(operation: OperationDefinition, deprecated: boolean): Reco
     '429': errorResponse('Request rate limit exceeded (rate_limited), or the key is temporarily banned (temporarily_banned).', {
       'Retry-After': { $ref: '#/components/headers/Retry-After' },
     }),
-    default: errorResponse('Any other error, with the Error body (e.g. 404 not_found, 405 method_not_allowed, 500 internal_error, 503 service_unavailable).'),
+    default: errorResponse(
+      'Any other error, with the Error body (e.g. 404 not_found, 405 method_not_allowed, 417 expectation_failed, 500 internal_error, 503 service_unavailable).',
+    ),
   };
   const unauthorized = { '401': errorResponse('Missing or invalid API key (unauthorized).') };
   switch (operation.operationId) {
@@ -94,6 +102,10 @@ function responsesFor(operation: OperationDefinition, deprecated: boolean): Reco
         ),
         ...unauthorized,
         '413': errorResponse('The body is larger than the configured limit (payload_too_large).'),
+        '415': errorResponse(
+          'The body is sent with a transfer coding other than chunked, or a content coding other than identity (unsupported_encoding).',
+          { 'Accept-Encoding': { description: 'The content codings accepted: identity.', schema: { type: 'string' } } },
+        ),
         ...common,
       };
     case 'getPetById':

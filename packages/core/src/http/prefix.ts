@@ -1,0 +1,42 @@
+/**
+ * Where the API lives in a server's URL space: the one notion of "under the prefix" shared by the Fetch
+ * entry and the Node layer.
+ */
+
+// RFC 9112 §3.2.2: absolute-form is `scheme://authority` followed by the path and query.
+const ABSOLUTE_FORM = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/;
+
+/**
+ * The origin form (`/path?query`) of a request target (RFC 9112 §3.2): an absolute-form target
+ * (`http://host:port/v1/categories`, which a server must accept, RFC 9112 §3.2.2) loses its scheme and
+ * authority; an origin-form target is returned as it is; anything else (`*`) is returned unchanged, and no
+ * operation matches it.
+ */
+export function originFormTarget(target: string): string {
+  if (target.charCodeAt(0) === 0x2f /* / */) return target;
+  const match = ABSOLUTE_FORM.exec(target);
+  if (match === null) return target;
+  const rest = target.slice(match[0].length);
+  return rest.charCodeAt(0) === 0x2f ? rest : `/${rest}`;
+}
+
+/**
+ * The part of an origin-form target below `prefix` (`/categories?x=1` for `/v1/categories?x=1`), or
+ * `undefined` when the target is not under it.
+ *
+ * Under the prefix means: the prefix itself, or the prefix followed by `/`, `?`, or `%`. The last covers an
+ * encoded character right after the prefix (`/v1%2fcategories`, the overlong `/v1%c0%afcategories`): a
+ * decoder may turn it into a separator, so such a target is answered by the API (404, counted, with the
+ * rate-limit headers) rather than left to whatever else serves the rest of the URL space.
+ *
+ * @param prefix `''` (everything is under it) or a path starting with `/` and not ending with `/`.
+ */
+export function pathBelowPrefix(target: string, prefix: string): string | undefined {
+  if (prefix === '') return target;
+  if (!target.startsWith(prefix)) return undefined;
+  const next = target.charCodeAt(prefix.length);
+  if (Number.isNaN(next)) return '/';
+  if (next === 0x2f /* / */ || next === 0x25 /* % */) return target.slice(prefix.length);
+  if (next === 0x3f /* ? */) return `/${target.slice(prefix.length)}`;
+  return undefined;
+}
