@@ -19,7 +19,13 @@ import {
   type PetstoreResponse,
   type Principal,
 } from '@petstore/core';
-import { nodeRequestBody, nodeRequestHasBody, nodeRequestHeaders, nodeRequestPath } from '@petstore/core/node';
+import {
+  nodeHeadersCutOff,
+  nodeRequestBody,
+  nodeRequestHasBody,
+  nodeRequestHeaders,
+  nodeRequestPath,
+} from '@petstore/core/node';
 import { Router, type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
 
 declare global {
@@ -53,6 +59,7 @@ export function petstoreExpress(options: PetstoreExpressOptions): PetstoreExpres
       // Express has removed its mount path from request.url (keeping an absolute-form target's origin).
       path: nodeRequestPath(request.url, ''),
       headers: nodeRequestHeaders(request),
+      headersIncomplete: nodeHeadersCutOff(request),
       body,
       clientAddress: request.ip,
     });
@@ -84,11 +91,18 @@ function requestBody(request: Request): PetstoreRequestBody {
   return { kind: 'parsed', value: parsed };
 }
 
-/** A body-parser failure (http-errors with a `type` such as `entity.parse.failed`) as the core's body kind. */
+/**
+ * A body-parser failure as the core's body kind: an http-errors error with a `type` such as
+ * `entity.parse.failed`, or a zlib error (`code` `Z_DATA_ERROR` …) that body-parser passes on with status 400
+ * when a body labelled gzip/deflate/br does not inflate. Anything else is the host's.
+ */
 function bodyParserError(error: unknown): PetstoreRequestBody | undefined {
   if (typeof error !== 'object' || error === null) return undefined;
-  const { type, status, body } = error as { type?: unknown; status?: unknown; body?: unknown };
-  if (typeof type !== 'string' || typeof status !== 'number' || status < 400 || status > 499) return undefined;
+  const { type, status, body, code } = error as { type?: unknown; status?: unknown; body?: unknown; code?: unknown };
+  if (typeof status !== 'number' || status < 400 || status > 499) return undefined;
+  if (typeof type !== 'string') {
+    return typeof code === 'string' && code.startsWith('Z_') ? { kind: 'unreadable', reason: 'malformed' } : undefined;
+  }
   if (type === 'entity.too.large') return { kind: 'unreadable', reason: 'too_large' };
   if (type === 'encoding.unsupported') return { kind: 'unreadable', reason: 'unsupported_encoding' };
   // The parser keeps the raw text of a body it could not parse; the core judges it like any other body.
@@ -115,7 +129,13 @@ function send(response: Response, result: PetstoreResponse): void {
 export function petstoreGuard(petstore: Petstore): RequestHandler {
   return (request, response, next) => {
     petstore
-      .guard({ method: request.method, path: request.originalUrl, headers: nodeRequestHeaders(request), clientAddress: request.ip })
+      .guard({
+        method: request.method,
+        path: request.originalUrl,
+        headers: nodeRequestHeaders(request),
+        headersIncomplete: nodeHeadersCutOff(request),
+        clientAddress: request.ip,
+      })
       .then((result) => {
         if (!result.allowed) {
           send(response, result.response);

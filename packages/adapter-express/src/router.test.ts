@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { createPetstore, staticApiKeys, type Petstore } from '@petstore/core';
 import { fakeClock } from '@petstore/core/testing';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
@@ -69,6 +70,28 @@ describe('petstoreExpress', () => {
     expect(tooLarge.status).toBe(413);
     expect(await tooLarge.json()).toMatchObject({ code: 'payload_too_large', status: 413 });
     expect(tooLarge.headers.get('x-ratelimit-remaining')).toBe('58');
+  });
+
+  it("takes a body the host's express.json() inflated, and answers a coding it could not decode with 415", async () => {
+    const app = express();
+    app.use(express.json());
+    app.use('/v1', handlers());
+    const base = await serve(app);
+    const post = (body: Uint8Array<ArrayBuffer> | string, contentEncoding: string) =>
+      fetch(`${base}/v1/categories`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json', 'content-encoding': contentEncoding },
+        body,
+      });
+    const gzipped = await post(new Uint8Array(gzipSync(JSON.stringify({ name: 'Dogs' }))), 'gzip');
+    expect(gzipped.status).toBe(201);
+    expect(await gzipped.json()).toMatchObject({ name: 'Dogs' });
+    const unknown = await post(JSON.stringify({ name: 'Cats' }), 'x-unknown');
+    expect(unknown.status).toBe(415);
+    expect(await unknown.json()).toMatchObject({ code: 'unsupported_encoding', status: 415 });
+    expect(unknown.headers.get('x-ratelimit-remaining')).toBe('58');
+    const listed = await fetch(`${base}/v1/categories`, { headers: auth });
+    expect(await listed.json()).toEqual([{ id: 1, name: 'Dogs' }]);
   });
 
   it("uses req.ip, so the host's trust proxy setting decides the anonymous client address", async () => {

@@ -18,7 +18,14 @@ import {
   type PetstoreResponse,
   type Principal,
 } from '@petstore/core';
-import { nodeRequestBody, nodeRequestHeaders, nodeRequestPath, originFormTarget, pathBelowPrefix } from '@petstore/core/node';
+import {
+  nodeHeadersCutOff,
+  nodeRequestBody,
+  nodeRequestHeaders,
+  nodeRequestPath,
+  originFormTarget,
+  pathBelowPrefix,
+} from '@petstore/core/node';
 import type {
   FastifyError,
   FastifyPluginAsync,
@@ -59,6 +66,7 @@ const mountPetstore: FastifyPluginAsync<PetstoreFastifyOptions> = async (fastify
     method: request.method,
     path: nodeRequestPath(request.url, mountPath),
     headers: nodeRequestHeaders(request.raw, request.headers),
+    headersIncomplete: nodeHeadersCutOff(request.raw),
     body,
     clientAddress: request.ip,
     logger: request.log,
@@ -104,6 +112,7 @@ export function petstoreGuard(petstore: Petstore): onRequestAsyncHookHandler {
       method: request.method,
       path: request.url,
       headers: nodeRequestHeaders(request.raw, request.headers),
+      headersIncomplete: nodeHeadersCutOff(request.raw),
       clientAddress: request.ip,
       logger: request.log,
     });
@@ -142,6 +151,7 @@ export function petstoreFrameworkErrors(
           method: request.method,
           path,
           headers: nodeRequestHeaders(request.raw, request.headers),
+          headersIncomplete: nodeHeadersCutOff(request.raw),
           body: nodeRequestBody(request.raw),
           clientAddress: request.ip,
           logger: request.log,

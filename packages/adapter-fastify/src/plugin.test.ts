@@ -142,5 +142,12 @@ describe('petstoreFastify', () => {
     const host = await app.inject({ url: '/files/%ZZ' });
     expect(host.statusCode).toBe(400);
     expect(host.json()).toMatchObject({ code: 'FST_ERR_BAD_URL', statusCode: 400 });
+    // An overlong encoding of "/" right after the prefix is the API's too, not Fastify's bare 400.
+    const overlong = await app.inject({ url: '/v1%c0%afcategories', headers: auth });
+    expect(overlong.statusCode).toBe(404);
+    expect(overlong.json()).toMatchObject({ code: 'not_found', status: 404 });
+    expect(overlong.headers['x-ratelimit-remaining']).toBe('298');
+    const elsewhere = await app.inject({ url: '/v1x%c0%af' });
+    expect(elsewhere.json()).toMatchObject({ code: 'FST_ERR_BAD_URL' });
   });
 });

@@ -13,6 +13,7 @@ const EXPECTED_STATUS: Record<ErrorCode, number> = {
   payload_too_large: 413,
   unsupported_encoding: 415,
   expectation_failed: 417,
+  header_fields_too_large: 431,
   rate_limited: 429,
   temporarily_banned: 429,
   internal_error: 500,

@@ -21,6 +21,8 @@
  *   coding other than `identity` (RFC 9110 §15.5.16); the answer carries `Accept-Encoding: identity`.
  * - `expectation_failed` 417: the request's `Expect` holds something other than `100-continue` (RFC 9110
  *   §10.1.1).
+ * - `header_fields_too_large` 431: the server dropped header fields past its limit (Node 20 does so
+ *   silently past `maxHeadersCount`), so a header sent twice may have gone unseen (RFC 6585 §5).
  * - `rate_limited` 429: a rate-limit window is exhausted (SPEC §8 rule 1); carries `Retry-After`.
  * - `temporarily_banned` 429: the key kept sending after being limited (SPEC §8 rule 3); carries `Retry-After`.
  * - `internal_error` 500: an unexpected failure; the message never says more than that.
@@ -39,6 +41,7 @@ export const ERROR_STATUS = {
   payload_too_large: 413,
   unsupported_encoding: 415,
   expectation_failed: 417,
+  header_fields_too_large: 431,
   rate_limited: 429,
   temporarily_banned: 429,
   internal_error: 500,

@@ -48,5 +48,6 @@ export {
   type HostOperationResult,
   type Petstore,
   type PetstoreOptions,
+  type FetchInfo,
 } from './http/pipeline.js';
 export { readWebStream } from './http/fetch.js';

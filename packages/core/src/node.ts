@@ -52,6 +52,22 @@ function rawValues(raw: readonly string[], name: string): string[] {
 }
 
 /**
+ * True when Node may have dropped header fields of this request: Node 20 keeps only the first fields up to
+ * its limit (`server.maxHeadersCount`; 1,000 fields by default, 0 for none) and drops the rest without a
+ * word, so a second `Authorization` or `Content-Type` could go unseen. Pass it on as
+ * `PetstoreRequest.headersIncomplete` (the adapters do) and the API answers 431. Node 22 and later answer
+ * such a request 431 themselves, before any application code.
+ */
+export function nodeHeadersCutOff(request: Pick<IncomingMessage, 'rawHeaders'> & { socket?: unknown }): boolean {
+  const server = (request.socket as { server?: { maxHeadersCount?: number | null } } | null | undefined)?.server;
+  const maxHeadersCount = server?.maxHeadersCount;
+  if (maxHeadersCount === 0) return false;
+  // Node reads the limit in names and values together: 2 × maxHeadersCount, 2,000 when it is not set.
+  const limit = typeof maxHeadersCount === 'number' && maxHeadersCount > 0 ? 2 * maxHeadersCount : 2000;
+  return request.rawHeaders.length >= limit;
+}
+
+/**
  * The path of a Node request below the API's mount path, for `PetstoreRequest.path`: the request target in
  * origin form (an absolute-form target, `GET http://host/v1/categories`, is accepted as RFC 9112 §3.2.2
  * requires), without `prefix`. A target that is not under `prefix` is returned whole (in origin form), so the

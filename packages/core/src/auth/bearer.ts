@@ -11,7 +11,7 @@ export type BearerCredential =
 
 // RFC 6750 §2.1: credentials = "Bearer" 1*SP b64token; b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
 const BEARER = /^bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
-const BEARER_SCHEME = /^bearer(?: |$)/i;
+const BEARER_SCHEME = /^bearer(?:[ \t]|$)/i;
 // The common spelling, one space and no padding: tested without building a match array, token sliced off.
 const BEARER_PLAIN = /^bearer [A-Za-z0-9\-._~+/]+=*$/i;
 const BEARER_PLAIN_PREFIX_LENGTH = 'Bearer '.length;

@@ -142,7 +142,7 @@ export async function readJsonBody(
       if (body.reason === 'unsupported_encoding') {
         throw unsupportedEncoding('The request body is sent with a content coding the server does not decode.');
       }
-      throw new PetstoreError('invalid_json', 'The request body is not valid JSON.');
+      throw new PetstoreError('invalid_json', 'The request body could not be read: it is not valid JSON, or its content coding does not decode.');
     case 'none':
       throw emptyBody();
     case 'bytes':

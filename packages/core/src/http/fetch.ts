@@ -2,7 +2,7 @@
  * The Fetch-API entry: `Request` → `Response`, without patching any global.
  */
 import { errorBody } from '../errors.js';
-import type { Petstore } from './pipeline.js';
+import type { FetchInfo, Petstore } from './pipeline.js';
 import { pathBelowPrefix } from './prefix.js';
 import type { BodyReadResult, PetstoreRequestBody } from './types.js';
 
@@ -13,7 +13,7 @@ import type { BodyReadResult, PetstoreRequestBody } from './types.js';
 export async function handleFetch(
   petstore: Petstore,
   request: Request,
-  clientAddress: string | undefined,
+  info: FetchInfo | undefined,
 ): Promise<Response> {
   const url = new URL(request.url);
   const path = pathBelowPrefix(url.pathname + url.search, petstore.basePath);
@@ -44,7 +44,8 @@ export async function handleFetch(
     path,
     headers,
     body,
-    clientAddress,
+    clientAddress: info?.clientAddress,
+    headersIncomplete: info?.headersIncomplete,
   });
   return new Response(answer.body ?? null, { status: answer.status, headers: answer.headers });
 }

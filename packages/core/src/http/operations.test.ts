@@ -17,6 +17,13 @@ describe('matchRoute', () => {
     expect(summary(matchRoute(method, path))).toEqual({ operationId, params: {} });
   });
 
+  it('matches methods in any ASCII case, but never a non-ASCII spelling that upper-cases to one', () => {
+    expect(summary(matchRoute('post', '/categories'))).toEqual({ operationId: 'createCategory', params: {} });
+    expect(summary(matchRoute('pOsT', '/categories'))).toEqual({ operationId: 'createCategory', params: {} });
+    expect('poſt'.toUpperCase()).toBe('POST');
+    expect(matchRoute('poſt', '/categories')).toEqual({ kind: 'method_not_allowed', allow: 'GET, HEAD, POST' });
+  });
+
   it('matches /pets/{petId} with the parameter', () => {
     expect(summary(matchRoute('GET', '/pets/42'))).toEqual({ operationId: 'getPetById', params: { petId: '42' } });
   });

@@ -71,6 +71,8 @@ const COMPILED: CompiledPath[] = (() => {
   return [...byPath.values()];
 })();
 
+const ASCII_LETTERS = /^[A-Za-z]{1,16}$/;
+
 /** The params of a route without path parameters: one frozen object for all. */
 const NO_PARAMS: Record<string, string> = Object.freeze({});
 
@@ -101,8 +103,10 @@ export function matchRoute(method: string, path: string): RouteMatch {
 }
 
 function matchMethod(compiled: CompiledPath, method: string, match: RegExpExecArray | undefined): RouteMatch {
-  // Methods arrive upper case from every common client; only other spellings pay for the conversion.
-  const operation = compiled.methods.get(method) ?? compiled.methods.get(method.toUpperCase());
+  // Methods arrive upper case from every common client; only other spellings pay for the conversion, and
+  // only ASCII letters are converted ("poſt" is not POST, although JavaScript upper-cases ſ to S).
+  const operation =
+    compiled.methods.get(method) ?? (ASCII_LETTERS.test(method) ? compiled.methods.get(method.toUpperCase()) : undefined);
   if (operation === undefined) {
     return { kind: 'method_not_allowed', allow: [...compiled.methods.keys()].join(', ') };
   }

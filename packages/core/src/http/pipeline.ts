@@ -5,8 +5,8 @@
  * 1. authentication: the bearer API key is resolved to a principal, or not;
  * 2. rate limiting, after authentication: charged to the key, or to the client address when there is no
  *    valid key; over the limit → 429 (`rate_limited` / `temporarily_banned`) with `Retry-After`;
- * 3. no valid key → 401 with `WWW-Authenticate` (nothing is created), except for public operations
- *    (`GET /openapi.json`);
+ * 3. header fields dropped by the server (`headersIncomplete`) → 431; no valid key → 401 with
+ *    `WWW-Authenticate` (nothing is created), except for public operations (`GET /openapi.json`);
  * 4. an `Expect` other than `100-continue` → 417 (RFC 9110 §10.1.1);
  * 5. routing: unknown path → 404, known path with another method → 405 with `Allow`;
  * 6. deprecation headers; past the sunset → 410;
@@ -21,7 +21,7 @@ import { hashApiKey, type ApiKeyStore } from '../auth/api-key.js';
 import { bearerChallenge, readBearerCredential } from '../auth/bearer.js';
 import type { Principal } from '../auth/principal.js';
 import { systemClock, type Clock } from '../clock.js';
-import { ERROR_STATUS, PetstoreError, errorBody, isPetstoreError } from '../errors.js';
+import { ERROR_STATUS, PetstoreError, errorBody, isPetstoreError, type ErrorCode } from '../errors.js';
 import { buildOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from '../openapi/document.js';
 import type { Thenable } from '../internal/promise.js';
 import { createRateLimitDecider, type RateLimitDecision, type RateLimiterOptions } from '../rate-limit/engine.js';
@@ -112,8 +112,16 @@ export interface PetstoreOptions {
   onInternalError?: (error: unknown) => void;
 }
 
+/** What a Fetch-based server knows about a request beyond the `Request` itself. */
+export interface FetchInfo {
+  /** The client's IP address, for the anonymous rate limit. */
+  clientAddress?: string | undefined;
+  /** `true` when the server dropped header fields past its limit; the answer is then 431. */
+  headersIncomplete?: boolean | undefined;
+}
+
 /** The request {@link Petstore.guard} needs: who is calling, for what. */
-export type GuardRequest = Pick<PetstoreRequest, 'method' | 'path' | 'headers' | 'clientAddress' | 'logger'>;
+export type GuardRequest = Pick<PetstoreRequest, 'method' | 'path' | 'headers' | 'clientAddress' | 'logger' | 'headersIncomplete'>;
 
 /**
  * The outcome of {@link Petstore.guard}: admitted with the principal and the rate-limit headers to send, or
@@ -129,9 +137,11 @@ export interface Petstore {
   handle(request: PetstoreRequest): Promise<PetstoreResponse>;
   /**
    * Fetch-API entry: `Request` → `Response`. The URL path must start with `basePath` (default `/v1`); other
-   * paths get a plain 404 Error body. `info.clientAddress` feeds the anonymous rate limit.
+   * paths get a plain 404 Error body. `info.clientAddress` feeds the anonymous rate limit;
+   * `info.headersIncomplete` says the server dropped header fields past its limit (see
+   * {@link PetstoreRequest}): on Node, `nodeHeadersCutOff(incoming)` from `@petstore/core/node`.
    */
-  fetch(request: Request, info?: { clientAddress?: string }): Promise<Response>;
+  fetch(request: Request, info?: FetchInfo): Promise<Response>;
   /**
    * Authentication then rate limiting, alone — the same keys, plans, quotas, headers and errors as the API —
    * for the host's own routes. Never throws.
@@ -233,15 +243,24 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     ...(principal ? { keyId: principal.keyId, accountId: principal.accountId } : {}),
   });
 
-  /** An Error-body answer for `error`, with the headers gathered so far (and `Retry-After` when it has one). */
-  function errorAnswer(error: PetstoreError, headers: Record<string, string>, method: string): PetstoreResponse {
-    const retryAfter = error.retryAfterSeconds;
-    if (typeof retryAfter === 'number' && Number.isFinite(retryAfter)) {
-      headers['retry-after'] = String(Math.max(1, Math.ceil(retryAfter)));
+  /**
+   * An Error-body answer, with the headers gathered so far (and `Retry-After` when `retryAfterSeconds` is
+   * given). The pipeline's own refusals (401, 404, 429 …) come here directly: an Error object would capture a
+   * stack trace nobody reads, about half the cost of a refusal, and refusals are what a flood is made of.
+   */
+  function errorAnswer(
+    code: ErrorCode,
+    message: string,
+    headers: Record<string, string>,
+    method: string,
+    retryAfterSeconds?: number,
+  ): PetstoreResponse {
+    if (typeof retryAfterSeconds === 'number' && Number.isFinite(retryAfterSeconds)) {
+      headers['retry-after'] = String(Math.max(1, Math.ceil(retryAfterSeconds)));
     }
     // RFC 9110 §15.5.16 / §12.5.3: a 415 for a content coding names the codings the server accepts.
-    if (error.code === 'unsupported_encoding') headers['accept-encoding'] = 'identity';
-    return jsonAnswer(ERROR_STATUS[error.code], errorBody(error.code, error.message), headers, method);
+    if (code === 'unsupported_encoding') headers['accept-encoding'] = 'identity';
+    return jsonAnswer(ERROR_STATUS[code], errorBody(code, message), headers, method);
   }
 
   function internalAnswer(error: unknown, request: GuardRequest, headers: Record<string, string>): PetstoreResponse {
@@ -258,7 +277,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     if (error.code === 'service_unavailable' && error.cause !== undefined) {
       emitEvent({ ...eventFor(request, 'internal_error'), error: error.cause }, onEvent, request.logger);
     }
-    return errorAnswer(error, headers, request.method);
+    return errorAnswer(error.code, error.message, headers, request.method, error.retryAfterSeconds);
   }
 
   /**
@@ -299,22 +318,30 @@ export function createPetstore(options: PetstoreOptions): Petstore {
         request.logger,
       );
       const who = principal ? 'This API key' : 'This client';
-      const error = banned
-        ? new PetstoreError(
+      const retryAfter = decision.retryAfterSeconds;
+      const response = banned
+        ? errorAnswer(
             'temporarily_banned',
-            `${who} is temporarily banned for repeated requests after being rate limited; retry after ${decision.retryAfterSeconds} seconds.`,
+            `${who} is temporarily banned for repeated requests after being rate limited; retry after ${retryAfter} seconds.`,
+            headers,
+            request.method,
+            retryAfter,
           )
-        : new PetstoreError('rate_limited', `Rate limit exceeded; retry after ${decision.retryAfterSeconds} seconds.`);
-      return { response: errorAnswer(error, headers, request.method) };
+        : errorAnswer('rate_limited', `Rate limit exceeded; retry after ${retryAfter} seconds.`, headers, request.method, retryAfter);
+      return { response };
+    }
+    if (request.headersIncomplete === true) {
+      // The header fields the server dropped may hold a second Authorization or Content-Type.
+      const message = 'The request has more header fields than the server reads; send fewer.';
+      return { response: errorAnswer('header_fields_too_large', message, headers, request.method) };
     }
     if (!principal && !publicOperation) {
       emitEvent({ ...eventFor(request, 'unauthorized'), presentedKey: presented }, onEvent, request.logger);
       headers['www-authenticate'] = bearerChallenge(realm, presented);
-      const error = new PetstoreError(
-        'unauthorized',
-        presented ? 'The API key is invalid.' : 'An API key is required: send the header Authorization: Bearer <API_KEY>.',
-      );
-      return { response: errorAnswer(error, headers, request.method) };
+      const message = presented
+        ? 'The API key is invalid.'
+        : 'An API key is required: send the header Authorization: Bearer <API_KEY>.';
+      return { response: errorAnswer('unauthorized', message, headers, request.method) };
     }
     return { principal, headers };
   }
@@ -363,15 +390,15 @@ export function createPetstore(options: PetstoreOptions): Petstore {
       const expectation = request.headers['expect'];
       if (expectation !== undefined && !isContinueExpectation(expectation)) {
         const message = 'The server cannot meet the expectation in the Expect header; only 100-continue is supported.';
-        return errorAnswer(new PetstoreError('expectation_failed', message), headers, request.method);
+        return errorAnswer('expectation_failed', message, headers, request.method);
       }
       if (route.kind === 'not_found') {
-        return errorAnswer(new PetstoreError('not_found', 'There is no operation at this path.'), headers, request.method);
+        return errorAnswer('not_found', 'There is no operation at this path.', headers, request.method);
       }
       if (route.kind === 'method_not_allowed') {
         headers['allow'] = route.allow;
         const message = `The method ${safeMethod(request.method)} is not allowed here; allowed: ${route.allow}.`;
-        return errorAnswer(new PetstoreError('method_not_allowed', message), headers, request.method);
+        return errorAnswer('method_not_allowed', message, headers, request.method);
       }
       const { operationId } = route.operation;
       const deprecation = deprecations[operationId];
@@ -379,7 +406,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
         Object.assign(headers, deprecationHeaders(deprecation));
         if (isGone(deprecation, clock.now())) {
           const message = `The operation ${operationId} was retired on ${new Date(deprecation.sunsetAtMs as number).toUTCString()}.`;
-          return errorAnswer(new PetstoreError('gone', message), headers, request.method);
+          return errorAnswer('gone', message, headers, request.method);
         }
       }
       switch (operationId) {
@@ -429,7 +456,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
   const petstore: Petstore = {
     handle,
     guard,
-    fetch: (request, info) => handleFetch(petstore, request, info?.clientAddress),
+    fetch: (request, info) => handleFetch(petstore, request, info),
     openapi,
     basePath,
     bodyLimitBytes,

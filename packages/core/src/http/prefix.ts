@@ -24,10 +24,11 @@ export function originFormTarget(target: string): string {
  * The part of an origin-form target below `prefix` (`/categories?x=1` for `/v1/categories?x=1`), or
  * `undefined` when the target is not under it.
  *
- * Under the prefix means: the prefix itself, or the prefix followed by `/`, `?`, or `%`. The last covers an
- * encoded character right after the prefix (`/v1%2fcategories`, the overlong `/v1%c0%afcategories`): a
- * decoder may turn it into a separator, so such a target is answered by the API (404, counted, with the
- * rate-limit headers) rather than left to whatever else serves the rest of the URL space.
+ * Under the prefix means: the prefix itself, or the prefix followed by `/` or `?` — as every router reads a
+ * mount path — or by percent-encoding that does not decode (`/v1%c0%afcategories`, an overlong encoding of
+ * `/`; `/v1%zz`). Such a target has no well-defined path, so no router can place it; since it begins with the
+ * API's prefix it is answered by the API (404, counted, with the rate-limit headers), not by a framework's
+ * generic error. A well-formed escape (`/v1%2fcategories`) is a different path segment, outside the prefix.
  *
  * @param prefix `''` (everything is under it) or a path starting with `/` and not ending with `/`.
  */
@@ -36,7 +37,24 @@ export function pathBelowPrefix(target: string, prefix: string): string | undefi
   if (!target.startsWith(prefix)) return undefined;
   const next = target.charCodeAt(prefix.length);
   if (Number.isNaN(next)) return '/';
-  if (next === 0x2f /* / */ || next === 0x25 /* % */) return target.slice(prefix.length);
+  if (next === 0x2f /* / */) return target.slice(prefix.length);
   if (next === 0x3f /* ? */) return `/${target.slice(prefix.length)}`;
+  if (next === 0x25 /* % */ && !decodes(firstSegment(target, prefix.length))) return target.slice(prefix.length);
   return undefined;
+}
+
+/** The path segment of `target` from `start` to the next `/` or `?` (or the end). */
+function firstSegment(target: string, start: number): string {
+  let end = start;
+  while (end < target.length && target[end] !== '/' && target[end] !== '?') end++;
+  return target.slice(start, end);
+}
+
+function decodes(text: string): boolean {
+  try {
+    decodeURIComponent(text);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -47,6 +47,10 @@ export type PetstoreRequestBody =
  * - `body`: see {@link PetstoreRequestBody}; default `none`.
  * - `clientAddress`: the client's IP address, for the anonymous rate limit.
  * - `logger`: a pino-style logger for this request (Fastify's `request.log`); events are logged through it.
+ * - `headersIncomplete`: `true` when the server dropped header fields past its limit, so `headers` may lack
+ *   a second `Authorization` or `Content-Type`; the API then answers 431 `header_fields_too_large` and runs
+ *   nothing. Node 20 drops fields past `server.maxHeadersCount` without a word (Node 22 and later answer 431
+ *   themselves); `nodeHeadersCutOff` (in `@petstore/core/node`) tells.
  */
 export interface PetstoreRequest {
   method: string;
@@ -55,6 +59,7 @@ export interface PetstoreRequest {
   body?: PetstoreRequestBody;
   clientAddress?: string | undefined;
   logger?: PetstoreLogger | undefined;
+  headersIncomplete?: boolean | undefined;
 }
 
 /**

@@ -269,7 +269,7 @@ describe('the OpenAPI document', () => {
       expect.arrayContaining(['200', '401', '429']),
     );
     const create = operation(document, 'createCategory');
-    expect(Object.keys(create['responses'] as Json)).toEqual(expect.arrayContaining(['201', '400', '401', '413', '429']));
+    expect(Object.keys(create['responses'] as Json)).toEqual(expect.arrayContaining(['201', '400', '401', '413', '415', '429']));
     expect(create['requestBody']).toEqual({
       required: true,
       content: { 'application/json': { schema: { $ref: '#/components/schemas/NewCategory' } } },
@@ -301,13 +301,27 @@ describe('the OpenAPI document', () => {
       expect((error['properties'] as Record<string, Json>)['code']?.['enum']).toEqual([...ERROR_CODES]);
     });
 
-    it('gives NewCategory no extra fields, a required non-empty name, a control-character pattern and x-max-graphemes', () => {
+    it('gives NewCategory no extra fields, a required non-empty name, a control-character pattern, maxLength in code points and x-max-graphemes', () => {
       const schema = newCategorySchema(defaultDocument());
       expect(schema).toMatchObject({ type: 'object', additionalProperties: false, required: ['name'] });
       expect(Object.keys(schema['properties'] as Json).sort()).toEqual(['description', 'name']);
       const name = (schema['properties'] as Record<string, Json>)['name'] as Json;
-      expect(name).toMatchObject({ type: 'string', minLength: 1, 'x-max-graphemes': 100, pattern: expect.any(String) });
-      expect((schema['properties'] as Record<string, Json>)['description']).toMatchObject({ type: 'string', 'x-max-graphemes': 1000 });
+      expect(name).toMatchObject({ type: 'string', minLength: 1, maxLength: 400, 'x-max-graphemes': 100, pattern: expect.any(String) });
+      expect((schema['properties'] as Record<string, Json>)['description']).toMatchObject({
+        type: 'string',
+        maxLength: 4000,
+        'x-max-graphemes': 1000,
+      });
+    });
+
+    it('has a name maxLength that the server applies in code points, not UTF-16 code units', () => {
+      const name = (newCategorySchema(defaultDocument())['properties'] as Record<string, Json>)['name'] as Json;
+      const family = '👨‍👩‍👧'; // one character: 5 code points, 8 code units
+      const atBound = family.repeat((name['maxLength'] as number) / 5);
+      expect([...atBound]).toHaveLength(name['maxLength'] as number);
+      expect(atBound.length).toBeGreaterThan(name['maxLength'] as number);
+      expect(parseNewCategory({ name: atBound }).success).toBe(true);
+      expect(parseNewCategory({ name: `${atBound}a` }).success).toBe(false);
     });
 
     it('has a name pattern that rejects what the server rejects for control characters', () => {

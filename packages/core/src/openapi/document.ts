@@ -87,7 +87,7 @@ function responsesFor(operation: OperationDefinition, deprecated: boolean): Reco
       'Retry-After': { $ref: '#/components/headers/Retry-After' },
     }),
     default: errorResponse(
-      'Any other error, with the Error body (e.g. 404 not_found, 405 method_not_allowed, 417 expectation_failed, 500 internal_error, 503 service_unavailable).',
+      'Any other error, with the Error body (e.g. 404 not_found, 405 method_not_allowed, 417 expectation_failed, 431 header_fields_too_large, 500 internal_error, 503 service_unavailable).',
     ),
   };
   const unauthorized = { '401': errorResponse('Missing or invalid API key (unauthorized).') };
