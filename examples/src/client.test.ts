@@ -2,31 +2,33 @@
  * @petstore/client against the real example server (`tsx src/fastify-server.ts`, memory storage, real
  * sockets): the same cases once with the global fetch and once with node-fetch v3.
  *
- * The example's rate-limit windows are fixed minutes aligned to the clock, so the Retry-After cases place
- * themselves relative to the next minute boundary.
+ * The cases that depend on where a minute window stands (retrying into the next minute, giving up before
+ * it) run against the same API mounted in this process on a fake clock, which the client's `sleep` moves
+ * forward instead of waiting: no case waits for real time to pass.
  */
-import { setTimeout as delay } from 'node:timers/promises';
+import type { AddressInfo } from 'node:net';
 import nodeFetch from 'node-fetch';
+import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { petstoreFastify } from '@petstore/adapter-fastify';
 import {
   createPetstoreClient,
   isPetstoreClientError,
   type PetstoreClientError,
   type PetstoreFetch,
 } from '@petstore/client';
+import { createPetstore, staticApiKeys, type StaticApiKey } from '@petstore/core';
+import { fakeClock, type FakeClock } from '@petstore/core/testing';
+import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
 import { startExample, stopExamples } from './spawn-example.js';
 
 // Passed as they are: no casts, no wrappers.
-const variants: Array<{ name: string; index: number; fetch: PetstoreFetch }> = [
-  { name: 'global fetch', index: 0, fetch: globalThis.fetch },
-  { name: 'node-fetch', index: 1, fetch: nodeFetch },
+const variants: Array<{ name: string; fetch: PetstoreFetch }> = [
+  { name: 'global fetch', fetch: globalThis.fetch },
+  { name: 'node-fetch', fetch: nodeFetch },
 ];
 
-// Per variant: a 2-per-minute key for the retry-into-success case and a 1-per-minute key for the give-up case.
-const apiKeys = [
-  'client-big:enterprise:1000:100000',
-  ...variants.flatMap(({ index }) => [`client-small-${index}:enterprise:2:1000`, `client-tiny-${index}:enterprise:1:1000`]),
-].join(',');
+const apiKeys = 'client-big:enterprise:1000:100000';
 
 let baseUrl = '';
 
@@ -65,11 +67,6 @@ async function rejection(promise: Promise<unknown>): Promise<PetstoreClientError
   return error;
 }
 
-/** Milliseconds until the next minute boundary of the wall clock (where the example's minute windows reset). */
-function msToMinuteBoundary(): number {
-  return 60_000 - (Date.now() % 60_000);
-}
-
 describe('@petstore/client against the example server', () => {
   it.for(variants)('lists and creates categories ($name)', async ({ name, fetch }) => {
     const client = createPetstoreClient({ baseUrl, apiKey: 'client-big', fetch });
@@ -96,56 +93,104 @@ describe('@petstore/client against the example server', () => {
     expect(invalid).toMatchObject({ code: 'validation_failed', status: 400, attempts: 1 });
     expect(invalid.message).toContain('name');
   });
+});
 
-  // Both variants share one minute boundary, so they run side by side (each on its own key).
-  it.concurrent.for(variants)(
-    'retries through a 429 into success, honouring Retry-After ($name)',
-    { timeout: 90_000 },
-    async ({ index, fetch }, { expect }) => {
-      const untilStart = msToMinuteBoundary() - 1_500;
-      await delay(untilStart >= 0 ? untilStart : untilStart + 60_000);
-      const recorder = recording(fetch);
-      const client = createPetstoreClient({ baseUrl, apiKey: `client-small-${index}`, fetch: recorder.fetch });
-      await client.listCategories();
-      await client.listCategories(); // the minute's 2 requests are used up
-      expect(client.lastRateLimit?.remaining).toBe(0);
+/**
+ * The API on memory stores and a fake clock, mounted with the Fastify adapter and listening on a free port of
+ * 127.0.0.1 in this process.
+ */
+async function fakeClockServer(apiKeys: StaticApiKey[], startMs: number) {
+  const clock = fakeClock(startMs);
+  const petstore = createPetstore({
+    apiKeys: staticApiKeys(apiKeys),
+    categories: memoryCategoryStore(),
+    rateLimit: { store: memoryRateLimitStore({ clock }), anonymousStore: memoryRateLimitStore({ clock }) },
+    clock,
+  });
+  const app = Fastify();
+  await app.register(petstoreFastify, { prefix: '/v1', petstore });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { port } = app.server.address() as AddressInfo;
+  return { clock, baseUrl: `http://127.0.0.1:${port}/v1`, close: () => app.close() };
+}
 
-      const startedAt = performance.now();
-      await expect(client.listCategories()).resolves.toEqual(expect.any(Array));
-      const elapsedMs = performance.now() - startedAt;
+/** A client `sleep` that moves `clock` forward instead of waiting, and records every call. */
+function clockSleep(clock: FakeClock) {
+  const calls: number[] = [];
+  const sleep = (ms: number): Promise<void> => {
+    calls.push(ms);
+    clock.advance(ms);
+    return Promise.resolve();
+  };
+  return { sleep, calls };
+}
 
-      const [limited, retried] = recorder.answers.slice(2);
-      expect(recorder.answers.map((answer) => answer.status)).toEqual([200, 200, 429, 200]);
-      const retryAfterSeconds = Number(limited?.retryAfter);
-      expect(retryAfterSeconds).toBeGreaterThanOrEqual(1);
-      expect(retryAfterSeconds).toBeLessThanOrEqual(2);
-      expect(retried?.retryAfter).toBeNull();
-      // The client sleeps exactly Retry-After × 1000 ms after the 429 arrived (a few ms of timer slack).
-      expect(elapsedMs).toBeGreaterThanOrEqual(retryAfterSeconds * 1000 - 10);
-      expect(client.lastRateLimit?.remaining).toBe(1); // the first request of the new minute
-    },
-  );
+describe('@petstore/client against the API on a fake clock', () => {
+  /** 12:34:58.250 UTC: 1.75 s before a minute boundary. */
+  const START_MS = Date.UTC(2026, 0, 1, 12, 34, 58, 250);
 
-  it.for(variants)('gives up at once when Retry-After exceeds its budget ($name)', { timeout: 30_000 }, async ({ index, fetch }) => {
-    if (msToMinuteBoundary() < 5_000) await delay(msToMinuteBoundary() + 100); // stay far from the boundary
+  /** An enterprise key of 2 requests per minute. */
+  const SMALL_KEY: StaticApiKey = {
+    key: 'client-small',
+    plan: 'enterprise',
+    limits: { requestsPerMinute: 2, requestsPerDay: 1000 },
+  };
+
+  it.for(variants)('retries through a 429 into success, honouring Retry-After ($name)', async ({ fetch }, { onTestFinished }) => {
+    const server = await fakeClockServer([SMALL_KEY], START_MS);
+    onTestFinished(() => server.close());
+    const { clock } = server;
     const recorder = recording(fetch);
+    const slept = clockSleep(clock);
     const client = createPetstoreClient({
-      baseUrl,
-      apiKey: `client-tiny-${index}`,
+      baseUrl: server.baseUrl,
+      apiKey: SMALL_KEY.key,
       fetch: recorder.fetch,
+      sleep: slept.sleep,
+      now: () => clock.now(),
+    });
+    await client.listCategories();
+    await client.listCategories(); // the minute's 2 requests are used up
+    expect(client.lastRateLimit?.remaining).toBe(0);
+    const secondsToNextMinute = Math.ceil((60_000 - (clock.now() % 60_000)) / 1000);
+
+    await expect(client.listCategories()).resolves.toEqual([]);
+
+    expect(recorder.answers.map((answer) => answer.status)).toEqual([200, 200, 429, 200]);
+    const [limited, retried] = recorder.answers.slice(2);
+    const retryAfterSeconds = Number(limited?.retryAfter);
+    expect(retryAfterSeconds).toBe(secondsToNextMinute);
+    expect(retryAfterSeconds).toBe(2);
+    expect(retried?.retryAfter).toBeNull();
+    // The client slept once, exactly Retry-After × 1000 ms, and no real time was needed for it.
+    expect(slept.calls).toEqual([retryAfterSeconds * 1000]);
+    expect(clock.now()).toBe(START_MS + retryAfterSeconds * 1000);
+    expect(client.lastRateLimit?.remaining).toBe(1); // the first request of the new minute
+  });
+
+  it.for(variants)('gives up at once when Retry-After exceeds its budget ($name)', async ({ fetch }, { onTestFinished }) => {
+    const tiny: StaticApiKey = { key: 'client-tiny', plan: 'enterprise', limits: { requestsPerMinute: 1, requestsPerDay: 1000 } };
+    const startMs = Date.UTC(2026, 0, 1, 12, 34, 20); // 40 s before the next minute
+    const server = await fakeClockServer([tiny], startMs);
+    onTestFinished(() => server.close());
+    const recorder = recording(fetch);
+    const slept = clockSleep(server.clock);
+    const client = createPetstoreClient({
+      baseUrl: server.baseUrl,
+      apiKey: tiny.key,
+      fetch: recorder.fetch,
+      sleep: slept.sleep,
+      now: () => server.clock.now(),
       retry: { maxElapsedMs: 1_000 },
     });
     await client.listCategories(); // the minute's only request
-    const sentBefore = recorder.sent;
 
-    const startedAt = performance.now();
     const error = await rejection(client.listCategories());
-    const elapsedMs = performance.now() - startedAt;
 
-    expect(error).toMatchObject({ code: 'rate_limited', status: 429, attempts: 1 });
-    expect(error.retryAfterSeconds).toBeGreaterThanOrEqual(3);
-    expect(recorder.sent - sentBefore).toBe(1);
-    expect(elapsedMs).toBeLessThan(500);
+    expect(error).toMatchObject({ code: 'rate_limited', status: 429, attempts: 1, retryAfterSeconds: 40 });
+    expect(recorder.answers.map((answer) => answer.status)).toEqual([200, 429]);
+    expect(slept.calls).toEqual([]); // a 40 s wait cannot fit a 1 s budget: no sleep at all
+    expect(server.clock.now()).toBe(startMs);
     expect(client.lastRateLimit).toMatchObject({ limit: 1, remaining: 0 });
   });
 });

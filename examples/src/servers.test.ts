@@ -28,24 +28,29 @@ describe.each(['fastify-server.ts', 'express-server.ts'])('example %s', (script)
   }, 30_000);
 
   it('serves the keys and plans of PETSTORE_API_KEYS and never prints them', async () => {
+    // The enterprise key's own limits: 2 per minute and 2 per day, so its third request is refused whatever
+    // the second of the minute.
     const { url, output } = await start(script, {
-      PETSTORE_API_KEYS: 'pro-key-123:pro,ent-key-456:enterprise:2:100',
+      PETSTORE_API_KEYS: 'pro-key-123:pro,ent-key-456:enterprise:2:2',
     });
     expect(output).not.toContain('pro-key-123');
     expect(output).not.toContain('ent-key-456');
     const pro = await fetch(`${url}/v1/categories`, { headers: { authorization: 'Bearer pro-key-123' } });
     expect(pro.headers.get('x-ratelimit-limit')).toBe('300');
-    const statuses: number[] = [];
+    const answers: { status: number; headers: Headers; text: string }[] = [];
     for (let i = 0; i < 3; i++) {
       const response = await fetch(`${url}/v1/categories`, { headers: { authorization: 'Bearer ent-key-456' } });
-      statuses.push(response.status);
-      if (response.status === 429) {
-        expect(Number(response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-        expect(await response.json()).toMatchObject({ code: 'rate_limited', status: 429 });
-      }
+      answers.push({ status: response.status, headers: response.headers, text: await response.text() });
     }
-    // Two per minute; a minute boundary between the requests can admit one more.
-    expect(statuses.slice(0, 2)).toEqual([200, 200]);
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200, 429]);
+    expect(answers[0]?.headers.get('x-ratelimit-limit')).toBe('2');
+    const limited = answers[2]!;
+    expect(limited.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(limited.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    const body = JSON.parse(limited.text) as Record<string, unknown>;
+    expect(Object.keys(body).sort()).toEqual(['code', 'message', 'status']);
+    expect(body).toMatchObject({ code: 'rate_limited', status: 429, message: expect.any(String) });
     const missing = await fetch(`${url}/v1/categories`);
     expect(missing.status).toBe(401);
     expect(missing.headers.get('www-authenticate')).toBe('Bearer realm="petstore"');

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseNewCategory, type NewCategoryParseResult } from './schemas.js';
+import { pollutionProbe } from './test-pollution-probe.js';
 
 function failureMessage(result: NewCategoryParseResult): string {
   if (result.success) throw new Error(`expected a failure, got ${JSON.stringify(result.value)}`);
@@ -88,10 +89,18 @@ describe('parseNewCategory', () => {
     expect(failureMessage(parseNewCategory({ id: 7, name: 'x' }))).toContain('id: is not a field of NewCategory');
   });
 
-  it('rejects __proto__ from JSON.parse and pollutes nothing', () => {
-    const body: unknown = JSON.parse('{"name":"x","__proto__":{"polluted":1}}');
-    expect(failureMessage(parseNewCategory(body))).toContain('__proto__: is not a field of NewCategory');
-    expect(({} as Record<string, unknown>)['polluted']).toBeUndefined();
+  describe('prototype keys from JSON.parse (__proto__, constructor.prototype), also nested', () => {
+    const probe = pollutionProbe('petstoreSchemasTestPollutionMarker');
+
+    it.each(probe.payloads)('rejects a body with $field, naming it, and pollutes nothing', ({ field, text }) => {
+      const body: unknown = JSON.parse(text);
+      expect(failureMessage(parseNewCategory(body))).toContain(`${field}: is not a field of NewCategory`);
+      expect(probe.traces(body)).toEqual([]);
+      // A value validated afterwards inherits no marker either.
+      const accepted = parseNewCategory({ name: 'Dogs' });
+      expect(accepted).toEqual({ success: true, value: { name: 'Dogs' } });
+      expect(probe.traces(accepted.success && accepted.value)).toEqual([]);
+    });
   });
 
   it.each(['constructor', 'toString', 'hasOwnProperty'])('rejects the inherited name %s as a field', (field) => {

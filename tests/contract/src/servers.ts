@@ -27,9 +27,14 @@ import {
   type Petstore,
   type StaticApiKey,
 } from '@petstore/core';
-import { petstoreCheckExpectation } from '@petstore/core/node';
+import { nodeHeadersCutOff, petstoreCheckExpectation } from '@petstore/core/node';
 import { fakeClock, type FakeClock } from '@petstore/core/testing';
-import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
+import {
+  memoryCategoryStore,
+  memoryRateLimitStore,
+  type MemoryCategoryStore,
+  type MemoryRateLimitStore,
+} from '@petstore/storage-memory';
 import express from 'express';
 import Fastify from 'fastify';
 
@@ -125,6 +130,20 @@ export interface StartOptions {
   handlers?: boolean;
   /** Fields replacing those of {@link PET_DEPRECATION} (e.g. `afterSunset: 'serve'`). */
   deprecation?: Partial<DeprecationPolicy>;
+  /** `maxKeys` of the memory store for callers without a valid key (per client address). Default: the store's. */
+  anonymousMaxKeys?: number;
+}
+
+/**
+ * The memory stores behind a server's petstore, for cases that look inside: how many categories exist, how
+ * many keys each rate-limit store tracks.
+ */
+export interface TestStores {
+  categories: MemoryCategoryStore;
+  /** Rate-limit counters of API keys (`key:<keyId>`). */
+  keys: MemoryRateLimitStore;
+  /** Rate-limit counters of callers without a valid key (`anon:<address>`). */
+  anonymous: MemoryRateLimitStore;
 }
 
 /** What a server implementation can do besides the API. */
@@ -146,6 +165,8 @@ export interface RunningServer {
   readonly clock: FakeClock;
   /** The petstore the server serves (in this process). */
   readonly petstore: Petstore;
+  /** The memory stores of {@link petstore}. */
+  readonly stores: TestStores;
   /** Every call of a host handler so far, oldest first. */
   readonly hostCalls: readonly HostCall[];
   /** Stops listening and drops open connections. */
@@ -160,9 +181,10 @@ export interface ServerImpl {
 }
 
 /** What every implementation's `start` builds before wiring its framework. */
-interface TestPetstore {
+export interface TestPetstore {
   clock: FakeClock;
   petstore: Petstore;
+  stores: TestStores;
   hostCalls: HostCall[];
 }
 
@@ -170,8 +192,9 @@ interface TestPetstore {
  * A fresh petstore with memory stores, a fake clock at {@link CLOCK_START_MS}, {@link STATIC_KEYS},
  * {@link PET_DEPRECATION}, {@link STABILITY}, and (unless `handlers: false`) host handlers that record their
  * calls: getPetById echoes `{ id, requestedBy, stability }`, listStoreOrders answers {@link STORE_ORDERS}.
+ * Exported for in-process cases (`petstore.handle`) that need no socket.
  */
-function testPetstore(options: StartOptions = {}): TestPetstore {
+export function testPetstore(options: StartOptions = {}): TestPetstore {
   const clock = fakeClock(CLOCK_START_MS);
   const hostCalls: HostCall[] = [];
   const record = (context: HostOperationContext) =>
@@ -198,19 +221,24 @@ function testPetstore(options: StartOptions = {}): TestPetstore {
       return { body: STORE_ORDERS };
     },
   };
+  const stores: TestStores = {
+    categories: memoryCategoryStore(),
+    keys: memoryRateLimitStore({ clock }),
+    anonymous: memoryRateLimitStore({
+      clock,
+      ...(options.anonymousMaxKeys !== undefined ? { maxKeys: options.anonymousMaxKeys } : {}),
+    }),
+  };
   const petstore = createPetstore({
     apiKeys: staticApiKeys(STATIC_KEYS),
-    categories: memoryCategoryStore(),
-    rateLimit: {
-      store: memoryRateLimitStore({ clock }),
-      anonymousStore: memoryRateLimitStore({ clock }),
-    },
+    categories: stores.categories,
+    rateLimit: { store: stores.keys, anonymousStore: stores.anonymous },
     clock,
     ...(options.handlers === false ? {} : { handlers }),
     deprecations: { getPetById: { ...PET_DEPRECATION, ...options.deprecation } },
     stability: STABILITY,
   });
-  return { clock, petstore, hostCalls };
+  return { clock, petstore, stores, hostCalls };
 }
 
 function originOf(address: AddressInfo | string | null): string {
@@ -238,7 +266,7 @@ const fastifyImpl: ServerImpl = {
   name: 'fastify',
   capabilities: { hostRoutes: true, hostJsonParser: 'fastify' },
   async start(options) {
-    const { clock, petstore, hostCalls } = testPetstore(options);
+    const { clock, petstore, stores, hostCalls } = testPetstore(options);
     // Fastify rejects malformed URLs before any plugin runs; frameworkErrors hands those under /v1 to the API.
     const app = Fastify({ logger: false, frameworkErrors: petstoreFrameworkErrors(petstore, { prefix: '/v1' }) });
     app.get('/health', async () => ({ ok: true }));
@@ -251,7 +279,7 @@ const fastifyImpl: ServerImpl = {
     app.server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
     await app.listen({ port: 0, host: '127.0.0.1' });
     const origin = originOf(app.server.address());
-    return { origin, clock, petstore, hostCalls, close: () => app.close() };
+    return { origin, clock, petstore, stores, hostCalls, close: () => app.close() };
   },
 };
 
@@ -260,7 +288,7 @@ function expressImpl(name: string, withJsonParser: boolean): ServerImpl {
     name,
     capabilities: { hostRoutes: true, hostJsonParser: withJsonParser ? 'express' : undefined },
     async start(options) {
-      const { clock, petstore, hostCalls } = testPetstore(options);
+      const { clock, petstore, stores, hostCalls } = testPetstore(options);
       const app = express();
       if (withJsonParser) {
         app.use(express.json());
@@ -278,7 +306,7 @@ function expressImpl(name: string, withJsonParser: boolean): ServerImpl {
       const server = createServer(app);
       server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
       const origin = await listenNode(server);
-      return { origin, clock, petstore, hostCalls, close: () => closeNodeServer(server) };
+      return { origin, clock, petstore, stores, hostCalls, close: () => closeNodeServer(server) };
     },
   };
 }
@@ -288,7 +316,7 @@ const fetchImpl: ServerImpl = {
   name: 'fetch',
   capabilities: { hostRoutes: false, hostJsonParser: undefined },
   async start(options) {
-    const { clock, petstore, hostCalls } = testPetstore(options);
+    const { clock, petstore, stores, hostCalls } = testPetstore(options);
     let server: Server | undefined;
     const address = await new Promise<AddressInfo>((resolve) => {
       server = serve(
@@ -296,6 +324,8 @@ const fetchImpl: ServerImpl = {
           fetch: (request, env) =>
             petstore.fetch(request, {
               clientAddress: 'incoming' in env ? env.incoming.socket.remoteAddress : undefined,
+              // Node 20 drops header fields past its limit without a word: tell the API so.
+              headersIncomplete: 'incoming' in env ? nodeHeadersCutOff(env.incoming) : false,
             }),
           port: 0,
           hostname: '127.0.0.1',
@@ -305,7 +335,7 @@ const fetchImpl: ServerImpl = {
     });
     const running = server as Server;
     running.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
-    return { origin: originOf(address), clock, petstore, hostCalls, close: () => closeNodeServer(running) };
+    return { origin: originOf(address), clock, petstore, stores, hostCalls, close: () => closeNodeServer(running) };
   },
 };
 

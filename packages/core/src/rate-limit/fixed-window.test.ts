@@ -316,92 +316,159 @@ describe('decideConsume: expiresAtMs', () => {
   });
 });
 
-describe('decideConsume: one-pass admitted path', () => {
-  /** The two-pass algorithm decideConsume had before its one-pass path for admitted requests: the oracle. */
-  function twoPassReference(previous: RateLimitState | undefined, request: Parameters<typeof decideConsume>[1]) {
-    const { nowMs, ban } = request;
-    const counters: Record<string, { startMs: number; count: number }> = {};
-    const windows: WindowUsage[] = [];
-    let hasRoom = true;
-    let expiresAtMs = nowMs;
-    for (const window of request.windows) {
-      const startMs = windowStartMs(nowMs, window.windowMs);
-      const stored = previous?.counters[window.name];
-      const count = stored !== undefined && stored.startMs === startMs ? stored.count : 0;
-      counters[window.name] = { startMs, count };
-      if (count + 1 > window.limit) hasRoom = false;
-      const resetAtMs = startMs + window.windowMs;
-      expiresAtMs = Math.max(expiresAtMs, resetAtMs);
-      const { name, limit, windowMs } = window;
-      windows.push({ name, limit, windowMs, used: count, remaining: Math.max(0, limit - count), resetAtMs });
+/**
+ * An independent model of a store's answers for one key, written from the documented rules (types.ts and the
+ * README's "Bans"), not from fixed-window.ts: instead of counters it keeps what happened.
+ *
+ * - Admitted requests: when, and which window names they were charged to.
+ * - Per window name, since which request the key has asked for that name without a break: a request that
+ *   leaves a name out drops its usage, so a later request naming it again counts from zero.
+ * - The rejections counted toward a ban since the last ban started, and when the ban ends.
+ *
+ * A request at time t with windows W and ban policy B:
+ * - banned (t before the ban's end): rejected `banned`, nothing changes;
+ * - else used(w) = admitted requests charged to w's name inside the epoch-aligned window of length w.windowMs
+ *   that holds t; when every window has room, all are charged; else nothing is, and with B the rejection
+ *   counts toward a ban: reaching B.rejectedThreshold rejections inside one epoch-aligned interval of
+ *   B.intervalMs bans the key for B.durationMs from t (and the count starts over); without B the count is
+ *   dropped.
+ */
+class KeyModel {
+  private requests = 0;
+  private readonly admitted: { atMs: number; request: number; names: readonly string[] }[] = [];
+  /** Window name → the first request of the unbroken run of requests that named it. */
+  private readonly namedSince = new Map<string, number>();
+  /** Times of the rejections counted toward a ban. */
+  private rejections: number[] = [];
+  private banEndMs = Number.NEGATIVE_INFINITY;
+
+  consume(nowMs: number, windows: readonly RateLimitWindow[], ban: BanPolicy | undefined): ConsumeResult {
+    const request = ++this.requests;
+    if (nowMs < this.banEndMs) {
+      const report = windows.map((window) => this.report(window, nowMs, this.used(window, nowMs)));
+      return { allowed: false, reason: 'banned', nowMs, windows: report, bannedUntilMs: this.banEndMs };
     }
-    const endOf = (counter: { startMs: number }) => (ban ? counter.startMs + ban.intervalMs : 0);
-    const bannedUntilMs = previous?.bannedUntilMs ?? 0;
-    if (bannedUntilMs > nowMs) {
-      const state = previous as RateLimitState;
-      const result = { allowed: false, reason: 'banned', nowMs, windows, bannedUntilMs };
-      const stateEndMs = state.rejected ? endOf(state.rejected) : 0;
-      return { state, result, expiresAtMs: Math.max(expiresAtMs, bannedUntilMs, stateEndMs) };
+
+    const names = windows.map((window) => window.name);
+    for (const name of [...this.namedSince.keys()]) if (!names.includes(name)) this.namedSince.delete(name);
+    for (const name of names) if (!this.namedSince.has(name)) this.namedSince.set(name, request);
+
+    const used = windows.map((window) => this.used(window, nowMs));
+    if (windows.every((window, index) => (used[index] as number) < window.limit)) {
+      this.admitted.push({ atMs: nowMs, request, names });
+      const report = windows.map((window, index) => this.report(window, nowMs, (used[index] as number) + 1));
+      return { allowed: true, nowMs, windows: report };
     }
-    if (hasRoom) {
-      for (const entry of windows) {
-        const counter = counters[entry.name]!;
-        counter.count += 1;
-        entry.used = counter.count;
-        entry.remaining = Math.max(0, entry.limit - counter.count);
-      }
-      const rejected = previous?.rejected;
-      const state = { counters, rejected, bannedUntilMs: 0 };
-      const result = { allowed: true, nowMs, windows };
-      return { state, result, expiresAtMs: Math.max(expiresAtMs, rejected ? endOf(rejected) : 0) };
-    }
+
+    const report = windows.map((window, index) => this.report(window, nowMs, used[index] as number));
     if (ban === undefined) {
-      const state = { counters, rejected: undefined, bannedUntilMs: 0 };
-      return { state, result: { allowed: false, reason: 'rate_limited', nowMs, windows }, expiresAtMs };
+      this.rejections = [];
+      return { allowed: false, reason: 'rate_limited', nowMs, windows: report };
     }
-    const intervalStartMs = windowStartMs(nowMs, ban.intervalMs);
-    const rejectedCount = (previous?.rejected?.startMs === intervalStartMs ? previous.rejected.count : 0) + 1;
-    if (rejectedCount >= ban.rejectedThreshold) {
-      const banEndMs = nowMs + ban.durationMs;
-      const state = { counters, rejected: undefined, bannedUntilMs: banEndMs };
-      const result = { allowed: false, reason: 'banned', nowMs, windows, bannedUntilMs: banEndMs };
-      return { state, result, expiresAtMs: Math.max(expiresAtMs, banEndMs) };
+    this.rejections.push(nowMs);
+    const intervalStartMs = nowMs - (nowMs % ban.intervalMs);
+    const inInterval = this.rejections.filter(
+      (atMs) => atMs >= intervalStartMs && atMs < intervalStartMs + ban.intervalMs,
+    ).length;
+    if (inInterval >= ban.rejectedThreshold) {
+      this.banEndMs = nowMs + ban.durationMs;
+      this.rejections = [];
+      return { allowed: false, reason: 'banned', nowMs, windows: report, bannedUntilMs: this.banEndMs };
     }
-    const state = { counters, rejected: { startMs: intervalStartMs, count: rejectedCount }, bannedUntilMs: 0 };
-    const result = { allowed: false, reason: 'rate_limited', nowMs, windows };
-    return { state, result, expiresAtMs: Math.max(expiresAtMs, intervalStartMs + ban.intervalMs) };
+    return { allowed: false, reason: 'rate_limited', nowMs, windows: report };
   }
 
-  it('decides exactly as the two-pass algorithm over a random run, duplicate window names included', () => {
+  /** Admitted requests charged to `window`'s name in the window holding `nowMs`, since the name's run began. */
+  private used(window: RateLimitWindow, nowMs: number): number {
+    const since = this.namedSince.get(window.name);
+    if (since === undefined) return 0;
+    const startMs = nowMs - (nowMs % window.windowMs);
+    let count = 0;
+    // Time never goes back in these runs: walk back from the latest admission until the window's start.
+    for (let index = this.admitted.length - 1; index >= 0; index--) {
+      const entry = this.admitted[index] as (typeof this.admitted)[number];
+      if (entry.atMs < startMs || entry.request < since) break;
+      if (entry.atMs < startMs + window.windowMs && entry.names.includes(window.name)) count++;
+    }
+    return count;
+  }
+
+  private report({ name, limit, windowMs }: RateLimitWindow, nowMs: number, used: number): WindowUsage {
+    const resetAtMs = nowMs - (nowMs % windowMs) + windowMs;
+    return { name, limit, windowMs, used, remaining: limit > used ? limit - used : 0, resetAtMs };
+  }
+}
+
+describe('decideConsume: against a model of the documented rules', () => {
+  it('the model answers the documented examples', () => {
+    const ban: BanPolicy = { rejectedThreshold: 2, intervalMs: MINUTE, durationMs: 5 * MINUTE };
+    const key = new KeyModel();
+    const windows = [minute(1), day(10)];
+    expect(key.consume(T0 + 1, windows, ban)).toMatchObject({ allowed: true });
+    expect(usage(key.consume(T0 + 2, windows, ban), 'day')).toMatchObject({ used: 1, remaining: 9 });
+    expect(key.consume(T0 + 3, windows, ban)).toMatchObject({ reason: 'banned', bannedUntilMs: T0 + 3 + 5 * MINUTE });
+    expect(key.consume(T0 + 5 * MINUTE + 2, windows, ban)).toMatchObject({ reason: 'banned' });
+    const after = key.consume(T0 + 5 * MINUTE + 3, windows, ban);
+    expect(after.allowed).toBe(true);
+    expect(usage(after, 'minute')).toMatchObject({ used: 1, resetAtMs: T0 + 6 * MINUTE });
+    expect(usage(after, 'day')).toMatchObject({ used: 2, resetAtMs: T0 + DAY });
+    // Leaving the day out drops its usage; the minute keeps counting.
+    key.consume(T0 + 6 * MINUTE, [minute(5)], ban);
+    const again = key.consume(T0 + 6 * MINUTE + 1, [minute(5), day(10)], ban);
+    expect(again.windows.map((window) => window.used)).toEqual([2, 1]);
+  });
+
+  it('decides as the model over a random run of three keys, plans, plan changes and bans', () => {
     const { pick } = seededRandom(7);
+    // A name always has the same length; a plan never names a window twice (see the example test for that).
+    const hour = (limit: number): RateLimitWindow => ({ name: 'hour', limit, windowMs: 60 * MINUTE });
     const plans: RateLimitWindow[][] = [
       [minute(3), day(8)],
       [minute(100), day(1000)],
       [minute(2)],
       [day(4), minute(1)],
-      [minute(0), { name: 'hour', limit: 3, windowMs: 60 * MINUTE }],
-      [minute(2), minute(5)],
-      [minute(4), { name: 'minute', limit: 4, windowMs: 60 * MINUTE }],
+      [minute(0), hour(3)],
+      [hour(5), minute(4)],
+      [day(3)],
       [],
     ];
     const bans: (BanPolicy | undefined)[] = [
       undefined,
       { rejectedThreshold: 3, intervalMs: MINUTE, durationMs: 5 * MINUTE },
+      { rejectedThreshold: 2, intervalMs: MINUTE, durationMs: 7 * SECOND },
     ];
     const states = new Map<string, RateLimitState>();
-    const outcomes = new Set<string>();
+    const models = new Map<string, KeyModel>();
+    const outcomes = new Map<string, number>();
     let nowMs = T0;
     for (let step = 0; step < 5000; step++) {
-      nowMs += pick([0, 0, 0, 0, 1, 1000, 7 * SECOND, MINUTE, 10 * MINUTE, DAY / 3]);
+      nowMs += pick([0, 0, 0, 0, 1, 1000, 7 * SECOND, 7 * SECOND, 7 * SECOND, MINUTE, 10 * MINUTE, DAY / 3]);
       const key = pick(['a', 'b', 'c']);
       const request = { windows: pick(plans), nowMs, ban: pick(bans) };
-      const previous = states.get(key);
-      const decision = decideConsume(previous, request);
-      expect(decision, `step ${step}`).toStrictEqual(twoPassReference(previous, request));
+      const model = models.get(key) ?? new KeyModel();
+      models.set(key, model);
+      const decision = decideConsume(states.get(key), request);
       states.set(key, decision.state);
-      outcomes.add(decision.result.allowed ? 'allowed' : decision.result.reason);
+      const expected = model.consume(nowMs, request.windows, request.ban);
+      expect(decision.result, `step ${step}, key ${key}`).toStrictEqual(expected);
+      const outcome = expected.allowed ? 'allowed' : expected.reason;
+      outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1);
     }
-    expect([...outcomes].sort()).toEqual(['allowed', 'banned', 'rate_limited']);
+    // The run reaches every outcome often enough to mean something.
+    expect([...outcomes.keys()].sort()).toEqual(['allowed', 'banned', 'rate_limited']);
+    for (const count of outcomes.values()) expect(count).toBeGreaterThan(30);
+  });
+
+  it('shares one counter between two windows of one name: the tighter rejects, and nothing is charged', () => {
+    const key = keyState();
+    for (let i = 0; i < 3; i++) key.consume(T0 + i, [minute(5)]);
+    const rejected = key.consume(T0 + 10, [minute(3), minute(5)]);
+    expect(rejected).toMatchObject({ allowed: false, reason: 'rate_limited' });
+    expect(rejected.windows.map(({ used, remaining }) => ({ used, remaining }))).toEqual([
+      { used: 3, remaining: 0 },
+      { used: 3, remaining: 2 },
+    ]);
+    expect(usage(key.consume(T0 + 20, [minute(5)]), 'minute')).toMatchObject({ used: 4, remaining: 1 });
   });
 });
 
@@ -439,12 +506,13 @@ describe('chargeInPlace', () => {
     }
   });
 
-  it('gives a store that charges in place the same answers and states as decideConsume, over a random run', () => {
+  it('gives a store that charges in place the answers of the model, over a random run', () => {
     const { random, pick } = seededRandom(11);
     // One array per plan, as the engine hands out: the in-place path needs the same windows as last time.
-    const plans: RateLimitWindow[][] = [[minute(5), day(40)], [minute(50), day(400)], [day(6)], [minute(2), minute(3)]];
+    const hour = { name: 'hour', limit: 9, windowMs: 60 * MINUTE };
+    const plans: RateLimitWindow[][] = [[minute(5), day(40)], [minute(50), day(400)], [day(6)], [minute(2), hour]];
     const bans = [undefined, ban];
-    const reference = new Map<string, RateLimitState>();
+    const models = new Map<string, KeyModel>();
     // What the memory store keeps: the state, and the windows its counters were built for.
     const held = new Map<string, { state: RateLimitState; windows: readonly RateLimitWindow[] }>();
     let inPlace = 0;
@@ -453,8 +521,9 @@ describe('chargeInPlace', () => {
       nowMs += pick([0, 0, 0, 1, 1000, 7 * SECOND, MINUTE, DAY / 4]);
       const key = pick(['a', 'b']);
       const request = { windows: random() < 0.95 ? plans[key === 'a' ? 0 : 1]! : pick(plans), nowMs, ban: pick(bans) };
-      const expected = decideConsume(reference.get(key), request);
-      reference.set(key, expected.state);
+      const model = models.get(key) ?? new KeyModel();
+      models.set(key, model);
+      const expected = model.consume(nowMs, request.windows, request.ban);
 
       const entry = held.get(key);
       let result = entry !== undefined && entry.windows === request.windows ? chargeInPlace(entry.state, request) : undefined;
@@ -466,8 +535,7 @@ describe('chargeInPlace', () => {
         held.set(key, { state: decision.state, windows });
         result = decision.result;
       }
-      expect(result, `step ${step}`).toStrictEqual(expected.result);
-      expect(held.get(key)?.state, `state at step ${step}`).toStrictEqual(expected.state);
+      expect(result, `step ${step}, key ${key}`).toStrictEqual(expected);
     }
     expect(inPlace).toBeGreaterThan(1000);
   });
