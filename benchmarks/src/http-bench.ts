@@ -57,11 +57,15 @@ export function pinSelf(cpu: number): boolean {
 
 const entry = fileURLToPath(new URL('./server-entry.ts', import.meta.url));
 
-function startServerProcess(name: ServerName, redisUrl: string, cpu: number | undefined): Promise<{ port: number; child: ChildProcess }> {
+/**
+ * Starts one benchmark server in its own process (pinned to `cpu` when given); answers its port and the child,
+ * which answers {@link serverStats} over IPC. `redisUrl` is needed by the `*-redis` servers only.
+ */
+export function startServerProcess(name: ServerName, redisUrl: string | undefined, cpu: number | undefined): Promise<{ port: number; child: ChildProcess }> {
   const node = [process.execPath, '--import', 'tsx', entry];
   const [command, ...args] = cpu === undefined ? node : ['taskset', '-c', String(cpu), ...node];
   const child = spawn(command as string, args, {
-    env: { ...process.env, BENCH_SERVER: name, REDIS_URL: redisUrl, NODE_ENV: 'production' },
+    env: { ...process.env, BENCH_SERVER: name, ...(redisUrl === undefined ? {} : { REDIS_URL: redisUrl }), NODE_ENV: 'production' },
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   });
   return new Promise((resolve, reject) => {
@@ -85,14 +89,23 @@ function load(port: number, seconds: number, connections: number): Promise<autoc
 }
 
 /** A server's counters so far (asked over IPC): Redis commands its client sent, and its CPU time in µs. */
-function serverStats(child: ChildProcess): Promise<{ redisCommands: number; cpuMicros: number }> {
-  return new Promise((resolve) => {
-    child.once('message', (message) => resolve(message as { redisCommands: number; cpuMicros: number }));
+export function serverStats(child: ChildProcess): Promise<{ redisCommands: number; cpuMicros: number }> {
+  return new Promise((resolve, reject) => {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      reject(new Error(`the server process has exited (${child.exitCode ?? child.signalCode})`));
+      return;
+    }
+    const exited = (code: number | null) => reject(new Error(`the server process exited (${code}) before answering its stats`));
+    child.once('exit', exited);
+    child.once('message', (message) => {
+      child.off('exit', exited);
+      resolve(message as { redisCommands: number; cpuMicros: number });
+    });
     child.send('stats');
   });
 }
 
-const median = (values: number[]) => {
+export const median = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
