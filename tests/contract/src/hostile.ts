@@ -847,11 +847,13 @@ export function defineHostileCases(impl: ServerImpl): void {
         // Resolves once the kernel took the last byte, so the server has most of the body by then.
         await big.write(post(hostile.body()));
         const started = performance.now();
-        const concurrent = await send(get('/v1/categories'));
+        const concurrent = await send(get('/v1/categories'), { timeoutMs: 5000 });
         const ms = performance.now() - started;
         expectOneApiAnswer(concurrent, 200);
-        expect(ms, 'the GET sent while the body was being handled took (ms)').toBeLessThan(2000);
-        expect(await big.waitForAnswers(1), 'an answer to the body within 2 s').toBe(true);
+        // Generous: the body costs the server tens of ms (npm run bench); a stalled event loop would take
+        // seconds to minutes, and a busy CI machine must not fail this.
+        expect(ms, 'the GET sent while the body was being handled took (ms)').toBeLessThan(5000);
+        expect(await big.waitForAnswers(1, 5000), 'an answer to the body within 5 s').toBe(true);
         countCreated(big.answers);
         expectOneApiAnswer(big.snapshot(false), status, code);
       } finally {
