@@ -1,13 +1,14 @@
 /**
- * @petstore/adapter-express — serves the petstore categories API from an Express 5 app.
+ * @petstore/adapter-express — serves the petstore categories API from an Express 4 (4.21+) or 5 app.
  *
  * ```ts
  * app.use('/v1', petstoreExpress({ petstore: createPetstore({ ... }) }));
  * ```
  *
- * It only translates between Express and `petstore.handle`; every rule lives in the core. It answers the
- * same whether or not the host installed `express.json()` (or another body parser) before it, and Express's
- * HTML error page never answers for its routes.
+ * It only translates between Express and `petstore.handle`, through the core's Node layer; every rule lives in
+ * the core. It answers the same whether or not the host installed `express.json()` (or another body parser)
+ * before it, and Express's HTML error page never answers for its routes. It uses no Express API beyond the
+ * middleware signature, so it behaves the same on Express 4 and 5.
  *
  * @packageDocumentation
  */
@@ -16,17 +17,17 @@ import {
   type Petstore,
   type PetstoreOptions,
   type PetstoreRequestBody,
-  type PetstoreResponse,
   type Principal,
 } from '@petstore/core';
 import {
   nodeHeadersCutOff,
+  nodePetstoreRequest,
   nodeRequestBody,
   nodeRequestHasBody,
   nodeRequestHeaders,
-  nodeRequestPath,
+  writeNodeResponse,
 } from '@petstore/core/node';
-import { Router, type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
+import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
@@ -42,32 +43,28 @@ declare global {
 export type PetstoreExpressOptions = { petstore: Petstore } | PetstoreOptions;
 
 /**
- * What {@link petstoreExpress} returns, for `app.use(prefix, …)`: the router serving the API, and an error
+ * What {@link petstoreExpress} returns, for `app.use(prefix, …)`: the middleware serving the API, and an error
  * middleware that answers — through the core — for requests whose body the host's own parser (e.g.
- * `express.json()`) rejected before the router ran. Express skips routers while an error is pending, so
- * that case needs the second element. Errors that are not body-parser errors are passed on to the host.
+ * `express.json()`) rejected before the API ran. Express skips ordinary middleware while an error is pending,
+ * so that case needs the second element. Every other error (a host middleware that failed before the API, say)
+ * is passed on to the host's error handlers untouched.
  */
-export type PetstoreExpressHandlers = [router: Router, bodyParserErrors: ErrorRequestHandler];
+export type PetstoreExpressHandlers = [api: RequestHandler, bodyParserErrors: ErrorRequestHandler];
 
-/** Creates the Express router of the API. Mount it with `app.use('/v1', petstoreExpress(...))` (SPEC §9). */
+/** Creates the Express middleware of the API. Mount it with `app.use('/v1', petstoreExpress(...))`. */
 export function petstoreExpress(options: PetstoreExpressOptions): PetstoreExpressHandlers {
   const petstore = 'petstore' in options ? options.petstore : createPetstore(options);
 
   const answer = async (request: Request, response: Response, body: PetstoreRequestBody) => {
-    const result = await petstore.handle({
-      method: request.method,
-      // Express has removed its mount path from request.url (keeping an absolute-form target's origin).
-      path: nodeRequestPath(request.url, ''),
-      headers: nodeRequestHeaders(request),
-      headersIncomplete: nodeHeadersCutOff(request),
-      body,
-      clientAddress: request.ip,
-    });
-    send(response, result);
+    // Express has removed its mount path from request.url (keeping an absolute-form target's origin).
+    const apiRequest = nodePetstoreRequest(request, { prefix: '', body, clientAddress: request.ip, response });
+    writeNodeResponse(response, await petstore.handle(apiRequest));
   };
 
-  const router = Router();
-  router.use((request, response) => answer(request, response, requestBody(request)));
+  // Express 4 ignores a middleware's promise: a failure is handed to next() here, never left unhandled.
+  const api: RequestHandler = (request, response, next) => {
+    answer(request, response, requestBody(request)).catch(next);
+  };
 
   const bodyParserErrors: ErrorRequestHandler = (error, request, response, next) => {
     const parserError = bodyParserError(error);
@@ -78,7 +75,7 @@ export function petstoreExpress(options: PetstoreExpressOptions): PetstoreExpres
     answer(request, response, parserError).catch(next);
   };
 
-  return [router, bodyParserErrors];
+  return [api, bodyParserErrors];
 }
 
 /** The body as the host left it: already parsed by a host body parser, or still to be read by the core. */
@@ -91,10 +88,24 @@ function requestBody(request: Request): PetstoreRequestBody {
   return { kind: 'parsed', value: parsed };
 }
 
+/** The `type` of every error body-parser (Express's body parsers) raises; an error with another is the host's. */
+const BODY_PARSER_ERROR_TYPES = new Set([
+  'charset.unsupported',
+  'encoding.unsupported',
+  'entity.parse.failed',
+  'entity.too.large',
+  'entity.verify.failed',
+  'parameters.too.many',
+  'request.aborted',
+  'request.size.invalid',
+  'stream.encoding.set',
+  'stream.not.readable',
+]);
+
 /**
- * A body-parser failure as the core's body kind: an http-errors error with a `type` such as
- * `entity.parse.failed`, or a zlib error (`code` `Z_DATA_ERROR` …) that body-parser passes on with status 400
- * when a body labelled gzip/deflate/br does not inflate. Anything else is the host's.
+ * A body-parser failure as the core's body kind: an http-errors error with one of body-parser's `type`s, or a
+ * zlib error (`code` `Z_DATA_ERROR` …) that body-parser passes on with status 400 when a body labelled
+ * gzip/deflate/br does not inflate. Anything else is the host's.
  */
 function bodyParserError(error: unknown): PetstoreRequestBody | undefined {
   if (typeof error !== 'object' || error === null) return undefined;
@@ -103,17 +114,12 @@ function bodyParserError(error: unknown): PetstoreRequestBody | undefined {
   if (typeof type !== 'string') {
     return typeof code === 'string' && code.startsWith('Z_') ? { kind: 'unreadable', reason: 'malformed' } : undefined;
   }
+  if (!BODY_PARSER_ERROR_TYPES.has(type)) return undefined;
   if (type === 'entity.too.large') return { kind: 'unreadable', reason: 'too_large' };
   if (type === 'encoding.unsupported') return { kind: 'unreadable', reason: 'unsupported_encoding' };
   // The parser keeps the raw text of a body it could not parse; the core judges it like any other body.
   if (type === 'entity.parse.failed' && typeof body === 'string') return { kind: 'bytes', bytes: body };
   return { kind: 'unreadable', reason: 'malformed' };
-}
-
-function send(response: Response, result: PetstoreResponse): void {
-  response.status(result.status);
-  for (const [name, value] of Object.entries(result.headers)) response.setHeader(name, value);
-  response.end(result.body);
 }
 
 /**
@@ -138,7 +144,7 @@ export function petstoreGuard(petstore: Petstore): RequestHandler {
       })
       .then((result) => {
         if (!result.allowed) {
-          send(response, result.response);
+          writeNodeResponse(response, result.response);
           return;
         }
         for (const [name, value] of Object.entries(result.headers)) response.setHeader(name, value);

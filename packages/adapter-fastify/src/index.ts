@@ -19,15 +19,17 @@ import {
   type Principal,
 } from '@petstore/core';
 import {
+  DEFAULT_PREFIX,
   nodeHeadersCutOff,
+  nodePetstoreRequest,
   nodeRequestBody,
   nodeRequestHeaders,
-  nodeRequestPath,
   originFormTarget,
   pathBelowPrefix,
 } from '@petstore/core/node';
 import type {
   FastifyError,
+  FastifyInstance,
   FastifyPluginAsync,
   FastifyReply,
   FastifyRequest,
@@ -38,58 +40,63 @@ import type {
 
 /**
  * Options of {@link petstoreFastify}: either a ready `petstore` (from `createPetstore`), or the options to
- * create one. `prefix` is Fastify's own register option; when it is not given the API is mounted at `/v1`
- * (SPEC §9).
+ * create one. `prefix` is Fastify's own register option; when it is not given the API is mounted at `/v1`.
+ * A petstore the plugin creates reports its setup warnings through Fastify's logger unless `onWarning` is
+ * given.
  */
 export type PetstoreFastifyOptions = ({ petstore: Petstore } | PetstoreOptions) & { prefix?: string };
 
 const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+/** Options Fastify itself reads from a plugin's register options: not petstore options. */
+const REGISTER_OPTIONS = new Set(['prefix', 'logLevel', 'logSerializers']);
 
 /**
- * The Fastify plugin. Register it with a `prefix`; without one it mounts itself at `/v1` (SPEC §9), in a
- * context of its own so that its not-found handler covers `/v1` only.
+ * The Fastify plugin. Register it with a `prefix`; without one it mounts itself at `/v1`, in a context of its
+ * own so that its not-found handler covers `/v1` only.
+ *
+ * It answers only for its own routes and sets no error handler: an error raised before its handler runs — a
+ * host `onRequest` hook that refuses, say — goes to the host's error handler (or Fastify's default), and
+ * `petstore.handle` runs at most once per request.
  */
 export const petstoreFastify: FastifyPluginAsync<PetstoreFastifyOptions> = async (fastify, options) => {
-  if (options.prefix === undefined) await fastify.register(mountPetstore, { ...options, prefix: '/v1' });
+  if (options.prefix === undefined) await fastify.register(mountPetstore, { ...options, prefix: DEFAULT_PREFIX });
   else await mountPetstore(fastify, options);
 };
 
 const mountPetstore: FastifyPluginAsync<PetstoreFastifyOptions> = async (fastify, options) => {
-  const petstore = 'petstore' in options ? options.petstore : createPetstore(options);
-  const mountPath = fastify.prefix;
+  const petstore = 'petstore' in options ? options.petstore : createPetstore(petstoreOptionsOf(options, fastify));
+  const prefix = fastify.prefix;
 
   // The core reads and parses bodies itself, so every adapter answers bad bodies identically.
   fastify.removeAllContentTypeParsers();
   fastify.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
 
-  const toCore = (request: FastifyRequest, body = nodeRequestBody(request.raw, request.body as never)) => ({
-    method: request.method,
-    path: nodeRequestPath(request.url, mountPath),
-    headers: nodeRequestHeaders(request.raw, request.headers),
-    headersIncomplete: nodeHeadersCutOff(request.raw),
-    body,
-    clientAddress: request.ip,
-    logger: request.log,
-  });
-
-  const handler = async (request: FastifyRequest, reply: FastifyReply) =>
-    send(reply, await petstore.handle(toCore(request)));
+  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
+    const answer = await petstore.handle(
+      nodePetstoreRequest(request.raw, {
+        prefix,
+        headers: request.headers,
+        body: nodeRequestBody(request.raw, request.body as never),
+        clientAddress: request.ip,
+        logger: request.log,
+        response: reply.raw,
+      }),
+    );
+    return send(reply, answer);
+  };
   for (const url of ['/*', '/']) fastify.route({ method: METHODS, url, handler, exposeHeadRoute: false });
   // Methods Fastify has no route for (e.g. PROPFIND) still get the core's 404/405 answers.
   fastify.setNotFoundHandler(handler);
-  // Fastify's own failures before the handler (e.g. its body checks) are answered by the core as well.
-  fastify.setErrorHandler(async (error, request, reply) =>
-    send(
-      reply,
-      await petstore.handle(
-        toCore(request, {
-          kind: 'unreadable',
-          reason: (error as { statusCode?: unknown }).statusCode === 413 ? 'too_large' : 'malformed',
-        }),
-      ),
-    ),
-  );
 };
+
+/** The petstore options among the register options, with setup warnings going to Fastify's logger. */
+function petstoreOptionsOf(options: PetstoreOptions, fastify: FastifyInstance): PetstoreOptions {
+  const own = Object.fromEntries(Object.entries(options).filter(([name]) => !REGISTER_OPTIONS.has(name))) as PetstoreOptions;
+  return {
+    onWarning: (warning) => fastify.log.warn({ petstore: { warning: warning.code } }, warning.message),
+    ...own,
+  };
+}
 
 const send = (reply: FastifyReply, answer: PetstoreResponse) =>
   reply.code(answer.status).headers(answer.headers).send(answer.body);
@@ -128,8 +135,8 @@ export function petstoreGuard(petstore: Petstore): onRequestAsyncHookHandler {
 /**
  * Fastify rejects a URL with malformed percent-encoding (`/v1/pets/%ZZ`, `/v1%c0%afcategories`) in its
  * router, before any plugin, hook or handler runs; only the host's `frameworkErrors` option sees it. Pass
- * this to have such requests under the API's prefix (the prefix followed by `/`, `?` or `%`) answered by the
- * API like every other (authenticated, rate limited, 404 with the Error body and the rate-limit headers).
+ * this to have such requests under the API's prefix (the prefix followed by `/`, `?`, or percent-encoding
+ * that does not decode) answered by the API like every other (authenticated, rate limited, 404 with the Error body and the rate-limit headers).
  * Everything else gets Fastify's own answer, unchanged.
  *
  * ```ts
@@ -142,21 +149,11 @@ export function petstoreFrameworkErrors(
   petstore: Petstore,
   options: { prefix?: string } = {},
 ): NonNullable<FastifyServerOptions['frameworkErrors']> {
-  const prefix = options.prefix ?? '/v1';
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
   const handler = (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
-    const path = pathBelowPrefix(originFormTarget(request.url), prefix);
-    if (path !== undefined) {
-      void petstore
-        .handle({
-          method: request.method,
-          path,
-          headers: nodeRequestHeaders(request.raw, request.headers),
-          headersIncomplete: nodeHeadersCutOff(request.raw),
-          body: nodeRequestBody(request.raw),
-          clientAddress: request.ip,
-          logger: request.log,
-        })
-        .then((answer) => send(reply, answer));
+    if (pathBelowPrefix(originFormTarget(request.url), prefix) !== undefined) {
+      const apiRequest = { prefix, headers: request.headers, clientAddress: request.ip, logger: request.log, response: reply.raw };
+      void petstore.handle(nodePetstoreRequest(request.raw, apiRequest)).then((answer) => send(reply, answer));
       return;
     }
     // Fastify's own answer for framework errors outside the API.

@@ -1,15 +1,121 @@
 /**
- * Helpers for adapters on Node's `http` server (Fastify, Express, plain `node:http`).
+ * The Node layer: one translation between Node's `http` request/response and the API's plain
+ * `PetstoreRequest`/`PetstoreResponse`, shared by every adapter on a Node server (Fastify, Express, plain
+ * `node:http`). A framework adapter keeps only its framework's part; {@link petstoreNodeHandler} serves the API
+ * from `http.createServer` directly, and is where an adapter author starts.
  *
  * @packageDocumentation
  */
-import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import getRawBody from 'raw-body';
-import { originFormTarget, pathBelowPrefix } from './http/prefix.js';
-import type { PetstoreHeaders, PetstoreRequestBody } from './http/types.js';
+import type { PetstoreLogger } from './http/events.js';
+import type { Petstore } from './http/pipeline.js';
+import { DEFAULT_PREFIX, notFoundOutsideThePrefix, originFormTarget, pathBelowPrefix } from './http/prefix.js';
+import type { PetstoreHeaders, PetstoreRequest, PetstoreRequestBody, PetstoreResponse } from './http/types.js';
 
-export { originFormTarget, pathBelowPrefix } from './http/prefix.js';
+export { DEFAULT_PREFIX, originFormTarget, pathBelowPrefix } from './http/prefix.js';
+
+/** Options of {@link nodePetstoreRequest}: what the framework knows better than the bare Node request. */
+export interface NodeRequestOptions {
+  /**
+   * The mount path still at the start of `request.url`, removed from the API's path. `''` when the framework
+   * already removed it (Express does). Default {@link DEFAULT_PREFIX} (`/v1`).
+   */
+  prefix?: string;
+  /** The parsed headers to start from (Fastify: `request.headers`). Default `request.headers`. */
+  headers?: IncomingHttpHeaders;
+  /** The body. Default: read lazily from the request ({@link nodeRequestBody}). */
+  body?: PetstoreRequestBody;
+  /** The client's address as the framework decides it (behind a trusted proxy, the forwarded one). Default: the socket's peer. */
+  clientAddress?: string | undefined;
+  /** A pino-style logger for this request (Fastify's `request.log`). */
+  logger?: PetstoreLogger | undefined;
+  /** The response, so that host handlers' `signal` aborts when the client goes away before it is sent. */
+  response?: ServerResponse;
+}
+
+/**
+ * Translates a Node request into the API's plain request: method; the path below `prefix` in origin form
+ * (absolute-form targets accepted); the headers with repeated `Authorization`/`Content-Type` kept
+ * ({@link nodeRequestHeaders}); whether Node dropped header fields ({@link nodeHeadersCutOff}); the body, read
+ * only if the operation takes one; the client address; and a `signal` (made only when a host handler asks
+ * for it) aborted when the client goes away before `response` is sent.
+ */
+export function nodePetstoreRequest(request: IncomingMessage, options: NodeRequestOptions = {}): PetstoreRequest {
+  const { response } = options;
+  let controller: AbortController | undefined;
+  return {
+    method: request.method ?? 'GET',
+    path: nodeRequestPath(request.url ?? '/', options.prefix ?? DEFAULT_PREFIX),
+    headers: nodeRequestHeaders(request, options.headers),
+    headersIncomplete: nodeHeadersCutOff(request),
+    body: options.body ?? nodeRequestBody(request),
+    clientAddress: 'clientAddress' in options ? options.clientAddress : request.socket?.remoteAddress,
+    logger: options.logger,
+    get signal(): AbortSignal | undefined {
+      if (response === undefined) return undefined;
+      controller ??= abortedWhenClientLeaves(response);
+      return controller.signal;
+    },
+  };
+}
+
+/** An AbortController aborted when `response`'s connection closes before the response finished. */
+function abortedWhenClientLeaves(response: ServerResponse): AbortController {
+  const controller = new AbortController();
+  const onClose = () => {
+    if (!response.writableFinished) controller.abort();
+  };
+  if (response.destroyed || response.socket?.destroyed === true) onClose();
+  else response.once('close', onClose);
+  return controller;
+}
+
+/**
+ * Writes the API's answer: status, headers (over any the host set before), body — in one `end`, so Node sends
+ * a `Content-Length` (`writeHead` first would send the headers before the body's length is known, and the
+ * answer would go out chunked).
+ */
+export function writeNodeResponse(response: ServerResponse, answer: PetstoreResponse): void {
+  response.statusCode = answer.status;
+  for (const name in answer.headers) response.setHeader(name, answer.headers[name] as string);
+  response.end(answer.body);
+}
+
+/** Options of {@link petstoreNodeHandler}. */
+export interface NodeHandlerOptions {
+  /** Where the API is mounted. Default: the petstore's `basePath` (`/v1` unless configured). */
+  prefix?: string;
+  /**
+   * Answers requests outside the prefix (your own routes). Default: 404 with the Error body and no rate-limit
+   * headers, as the Fetch entry answers them.
+   */
+  fallback?: RequestListener;
+  /** The client address of a request (e.g. from a proxy header you trust). Default: the socket's peer. */
+  clientAddress?: (request: IncomingMessage) => string | undefined;
+}
+
+/**
+ * A `node:http` request listener serving the API: `http.createServer(petstoreNodeHandler(petstore))`. Requests
+ * under the prefix go to `petstore.handle`; others to `fallback`. Pair it with
+ * `server.on('checkExpectation', petstoreCheckExpectation({ prefix }))` for unknown `Expect` headers.
+ */
+export function petstoreNodeHandler(petstore: Petstore, options: NodeHandlerOptions = {}): RequestListener {
+  const prefix = options.prefix ?? petstore.basePath;
+  const fallback = options.fallback ?? ((_request, response) => writeNodeResponse(response, notFoundOutsideThePrefix()));
+  return (request, response) => {
+    if (pathBelowPrefix(originFormTarget(request.url ?? '/'), prefix) === undefined) {
+      fallback(request, response);
+      return;
+    }
+    const clientAddress = options.clientAddress === undefined ? request.socket?.remoteAddress : options.clientAddress(request);
+    void petstore.handle(nodePetstoreRequest(request, { prefix, clientAddress, response })).then((answer) => {
+      // The connection may be gone by now; nothing is left to tell anyone.
+      if (!response.destroyed) writeNodeResponse(response, answer);
+    });
+  };
+}
 
 const NO_BODY: PetstoreRequestBody = Object.freeze({ kind: 'none' });
 
@@ -97,7 +203,7 @@ export function nodeRequestPath(url: string, prefix: string): string {
 export function petstoreCheckExpectation(
   options: { prefix?: string } = {},
 ): (this: Server, request: IncomingMessage, response: ServerResponse) => void {
-  const prefix = options.prefix ?? '/v1';
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
   return function checkExpectation(this: Server, request, response) {
     if (pathBelowPrefix(originFormTarget(request.url ?? ''), prefix) !== undefined) {
       this.emit('request', request, response);

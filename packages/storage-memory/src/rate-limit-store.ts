@@ -15,9 +15,9 @@ export interface MemoryRateLimitStoreOptions {
   /**
    * Most keys tracked at once; past it the least recently used key is dropped (its counters restart).
    * Default 100,000 (about 41 MB of heap: some 410 bytes per key with two windows, measured by
-   * `benchmarks/src/memory-bench.ts`). Size it above the number of keys active within your longest window,
-   * and give anonymous callers their own store (`rateLimit.anonymousStore`) so a flood of addresses cannot
-   * evict the counters of real keys.
+   * `benchmarks/src/memory-bench.ts`). Size it above the number of keys active within your longest window.
+   * Passed as `rateLimit.store`, the engine takes a second store like it (`newStore()`, the same `maxKeys`)
+   * for callers without a valid key, so a flood of client addresses cannot evict the counters of API keys.
    */
   maxKeys?: number;
   /**
@@ -44,6 +44,8 @@ export interface MemoryRateLimitStore extends RateLimitStore {
   purgeExpired(): number;
   /** Remaining lifetime of a key's entry in ms; `undefined` when the store holds nothing for it. */
   remainingTtlMs(key: string): number | undefined;
+  /** A new, empty store with the same `maxKeys` and clock, sharing nothing with this one. */
+  newStore(): MemoryRateLimitStore;
 }
 
 /** Default of {@link MemoryRateLimitStoreOptions.maxKeys}. */
@@ -75,6 +77,7 @@ export function memoryRateLimitStore(options: MemoryRateLimitStoreOptions = {}):
     get size() {
       return cache.size;
     },
+    newStore: () => memoryRateLimitStore({ maxKeys, clock }),
     remainingTtlMs(key) {
       const entry = cache.peek(key);
       if (entry === undefined) return undefined;

@@ -3,6 +3,7 @@
  * echoed in plaintext.
  */
 import { hash, timingSafeEqual } from 'node:crypto';
+import { StaticApiKeysSchema, assertOptions } from '../options.js';
 import type { PlanLimits, PlanName, Principal } from './principal.js';
 
 /** Length of an API-key digest in bytes (SHA-256). */
@@ -71,13 +72,15 @@ export interface StaticApiKey {
  * Each principal's `keyId` is the first 16 bytes of the digest in base64url (22 characters): stable, not
  * secret, and useless for recovering the key.
  *
- * @throws TypeError when a key is empty or appears twice.
+ * @throws TypeError naming the entry and the field, when an entry is not `{ key, plan, accountId?, limits? }`
+ *   (a missing or empty key, a plan other than free, pro, business, enterprise, limits that are not whole
+ *   numbers ≥ 0), or when a key appears twice. The key itself is never part of the message.
  */
 export function staticApiKeys(keys: readonly StaticApiKey[]): ApiKeyStore {
+  assertOptions(StaticApiKeysSchema, keys, 'staticApiKeys');
   // Candidates by lookup key; almost always one each.
   const byLookupKey = new Map<number, { hash: Buffer; principal: Principal }[]>();
   for (const entry of keys) {
-    if (entry.key.length === 0) throw new TypeError('staticApiKeys: an API key must not be empty');
     const keyHash = hashApiKey(entry.key);
     const candidates = byLookupKey.get(lookupKey(keyHash)) ?? [];
     if (candidates.some((candidate) => candidate.hash.equals(keyHash))) {

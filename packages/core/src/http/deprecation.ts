@@ -21,12 +21,13 @@ export interface DeprecationPolicy {
 }
 
 /**
- * The spec marks `GET /pets/{petId}` deprecated with a sunset date it does not show. Until configured, it is
- * deprecated since 2026-01-01T00:00:00Z with its sunset on 2027-01-01T00:00:00Z; set
- * `deprecations.getPetById` to your real dates.
+ * `GET /pets/{petId}` is deprecated; its sunset date is the host's to set. By default it is marked deprecated
+ * since 2026-01-01T00:00:00Z (`Deprecation` header, `deprecated: true` in the description) with no sunset, so
+ * it keeps working: no default switches a route off on a future date. Set `deprecations.getPetById` with a
+ * `sunsetAtMs` to announce one (`Sunset` header, then 410 from that date unless `afterSunset: 'serve'`).
  */
 export const DEFAULT_DEPRECATIONS: Readonly<Partial<Record<OperationId, DeprecationPolicy>>> = Object.freeze({
-  getPetById: Object.freeze({ deprecatedAtMs: Date.UTC(2026, 0, 1), sunsetAtMs: Date.UTC(2027, 0, 1) }),
+  getPetById: Object.freeze({ deprecatedAtMs: Date.UTC(2026, 0, 1) }),
 });
 
 /** The headers a deprecated operation answers with, as lowercase names. */

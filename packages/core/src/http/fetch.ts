@@ -1,10 +1,9 @@
 /**
  * The Fetch-API entry: `Request` → `Response`, without patching any global.
  */
-import { errorBody } from '../errors.js';
 import type { FetchInfo, Petstore } from './pipeline.js';
-import { pathBelowPrefix } from './prefix.js';
-import type { BodyReadResult, PetstoreRequestBody } from './types.js';
+import { notFoundOutsideThePrefix, pathBelowPrefix } from './prefix.js';
+import type { BodyReadResult, PetstoreRequest, PetstoreRequestBody } from './types.js';
 
 /**
  * Answers a Fetch `Request` through `petstore.handle`. Paths outside `petstore.basePath` (see
@@ -17,12 +16,11 @@ export async function handleFetch(
 ): Promise<Response> {
   const url = new URL(request.url);
   const path = pathBelowPrefix(url.pathname + url.search, petstore.basePath);
-  if (path === undefined) {
-    return new Response(JSON.stringify(errorBody('not_found', 'There is no operation at this path.')), {
-      status: 404,
-      headers: { 'content-type': 'application/json; charset=utf-8' },
-    });
-  }
+  const answer = path === undefined ? notFoundOutsideThePrefix() : await petstore.handle(petstoreRequest(request, url, path, info));
+  return new Response(answer.body ?? null, { status: answer.status, headers: answer.headers });
+}
+
+function petstoreRequest(request: Request, url: URL, path: string, info: FetchInfo | undefined): PetstoreRequest {
   const headers: Record<string, string> = {};
   request.headers.forEach((value, name) => {
     headers[name] = value;
@@ -38,7 +36,7 @@ export async function handleFetch(
           read: (limitBytes) =>
             request.body === null ? Promise.resolve({ ok: true, bytes: new Uint8Array(0) }) : readWebStream(request.body, limitBytes),
         };
-  const answer = await petstore.handle({
+  return {
     method: request.method,
     // With the query string, as the adapters pass it: host handlers read it (HostOperationContext.query).
     path,
@@ -46,8 +44,12 @@ export async function handleFetch(
     body,
     clientAddress: info?.clientAddress,
     headersIncomplete: info?.headersIncomplete,
-  });
-  return new Response(answer.body ?? null, { status: answer.status, headers: answer.headers });
+    // Read only when a host handler needs it: under @hono/node-server, touching request.signal builds the full
+    // Request, whose body stream then starts (see above).
+    get signal() {
+      return request.signal;
+    },
+  };
 }
 
 /** Reads a web stream into bytes, stopping (and cancelling the stream) once more than `limitBytes` arrive. */

@@ -33,9 +33,10 @@ import {
   assertSupportedCodings,
   readJsonBody,
 } from './body.js';
+import { PetstoreOptionsSchema, assertOptions } from '../options.js';
+import { UNKNOWN_CLIENT_ADDRESS, normalizeClientAddress } from '../rate-limit/client-address.js';
 import {
   DEFAULT_DEPRECATIONS,
-  assertDeprecationPolicy,
   deprecationHeaders,
   isGone,
   type DeprecationPolicy,
@@ -43,6 +44,8 @@ import {
 import { emitEvent, type PetstoreEvent } from './events.js';
 import { handleFetch } from './fetch.js';
 import { matchRoute, type HostOperationId, type OperationId, type Stability } from './operations.js';
+import { DEFAULT_PREFIX } from './prefix.js';
+import { warningsOnce, type PetstoreWarning } from './warnings.js';
 import type { PetstoreHeaders, PetstoreRequest, PetstoreRequestBody, PetstoreResponse } from './types.js';
 
 /** What a host handler receives (SPEC §1: the pets and store-order operations are the host's). */
@@ -59,6 +62,12 @@ export interface HostOperationContext {
   stability: Stability | undefined;
   /** The operation's deprecation, if any (SPEC §9). */
   deprecation: DeprecationPolicy | undefined;
+  /**
+   * Aborted when the client goes away before the answer is sent (the adapters and the Fetch entry wire it to
+   * the connection): pass it on to slow work (`fetch(url, { signal })`, database queries) to stop it early.
+   * Never aborted when the transport cannot tell.
+   */
+  signal: AbortSignal;
 }
 
 /**
@@ -86,8 +95,9 @@ export interface PetstoreOptions {
   /** Handlers of the host's operations (`getPetById`, `listStoreOrders`). Missing ones answer 501. */
   handlers?: Partial<Record<HostOperationId, HostOperationHandler>>;
   /**
-   * Deprecated operations (SPEC §9). Default {@link DEFAULT_DEPRECATIONS}: `getPetById` deprecated with a
-   * placeholder sunset. Entries replace the default per operation; `null` removes one.
+   * Deprecated operations. Default {@link DEFAULT_DEPRECATIONS}: `getPetById` deprecated, with no sunset (it
+   * keeps working; a sunset date and the 410 after it happen only when configured). Entries replace the
+   * default per operation; `null` removes one.
    */
   deprecations?: Partial<Record<OperationId, DeprecationPolicy | null>>;
   /** Stability markers per operation, e.g. `{ listStoreOrders: 'beta' }` (SPEC §9). Default: none. */
@@ -110,6 +120,14 @@ export interface PetstoreOptions {
    * Never receives API keys.
    */
   onInternalError?: (error: unknown) => void;
+  /**
+   * Receives each setup warning once: `PETSTORE_NO_CLIENT_ADDRESS` (callers without a key and without a usable
+   * client address share one counter: set your framework's trust-proxy setting, or `rateLimit.anonymousKey`)
+   * and `PETSTORE_DEPRECATED_WITHOUT_SUNSET` (at creation, for a deprecated operation with a handler and no
+   * sunset date). Default: the request's logger when it has one (Fastify's `request.log`), else
+   * `console.warn`.
+   */
+  onWarning?: (warning: PetstoreWarning) => void;
 }
 
 /** What a Fetch-based server knows about a request beyond the `Request` itself. */
@@ -179,10 +197,15 @@ function isContinueExpectation(value: string | readonly string[]): boolean {
 
 /**
  * Creates the API.
- * @throws TypeError on invalid options (limits, ban policy, body limit, base path, deprecations, servers).
+ * @throws TypeError naming the option and what it accepts, for any wrong option: a missing store, a plan
+ *   that does not exist, limits that are not whole numbers, an unknown option name, a server address that does
+ *   not end with `/v1` … — once, here, never per request.
  */
 export function createPetstore(options: PetstoreOptions): Petstore {
+  assertOptions(PetstoreOptionsSchema, options, 'createPetstore');
   const clock = options.clock ?? systemClock;
+  const warn = warningsOnce(options.onWarning);
+  const { anonymousKey, ipv6Subnet } = options.rateLimit;
   const onInternalError =
     options.onInternalError ?? ((error: unknown) => console.error('[petstore] internal error:', error));
   const decideRateLimit = createRateLimitDecider({
@@ -191,18 +214,17 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     clock,
   });
   const bodyLimitBytes = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
-  if (!Number.isSafeInteger(bodyLimitBytes) || bodyLimitBytes < 1) {
-    throw new TypeError(`bodyLimitBytes must be a whole number >= 1, got ${String(bodyLimitBytes)}`);
-  }
-  const basePath = options.basePath ?? '/v1';
-  if (basePath !== '' && (!basePath.startsWith('/') || basePath.endsWith('/'))) {
-    throw new TypeError(`basePath must be empty or start with "/" and not end with "/", got "${basePath}"`);
-  }
+  const basePath = options.basePath ?? DEFAULT_PREFIX;
   const deprecations: Partial<Record<OperationId, DeprecationPolicy>> = {};
   for (const [operationId, policy] of Object.entries({ ...DEFAULT_DEPRECATIONS, ...options.deprecations })) {
     if (policy === null || policy === undefined) continue;
-    assertDeprecationPolicy(operationId, policy);
     deprecations[operationId as OperationId] = policy;
+    if (policy.sunsetAtMs === undefined && options.handlers?.[operationId as HostOperationId] !== undefined) {
+      warn({
+        code: 'PETSTORE_DEPRECATED_WITHOUT_SUNSET',
+        message: `${operationId} is deprecated (answers carry a Deprecation header) and has no sunset date, so it keeps working. Set deprecations.${operationId}.sunsetAtMs to announce one.`,
+      });
+    }
   }
   const stability = { ...options.stability };
   const openapi = buildOpenApiDocument(options.openapi ?? {}, { deprecations, stability });
@@ -295,11 +317,29 @@ export function createPetstore(options: PetstoreOptions): Petstore {
 
   function charge(request: GuardRequest, publicOperation: boolean, authentication: Authentication): Admission | Promise<Admission> {
     const principal = authentication.principal;
-    const decision = decideRateLimit(principal ? { principal } : { clientAddress: request.clientAddress });
+    const decision = decideRateLimit(principal ? { principal } : { anonymousKey: anonymousKeyOf(request) });
     if (typeof (decision as Thenable).then === 'function') {
       return Promise.resolve(decision).then((settled) => conclude(request, publicOperation, authentication, settled));
     }
     return conclude(request, publicOperation, authentication, decision as RateLimitDecision);
+  }
+
+  /** Who a caller without a valid key is: the host's `anonymousKey`, else the normalised client address. */
+  function anonymousKeyOf(request: GuardRequest): string {
+    const key = anonymousKey === undefined ? normalizeClientAddress(request.clientAddress, ipv6Subnet) : anonymousKey(request);
+    if (key !== undefined && key !== UNKNOWN_CLIENT_ADDRESS) return key;
+    const got = request.clientAddress === undefined ? 'none' : JSON.stringify(request.clientAddress.slice(0, 60));
+    warn(
+      {
+        code: 'PETSTORE_NO_CLIENT_ADDRESS',
+        message:
+          anonymousKey === undefined
+            ? `A request without a valid API key had no usable client address (got ${got}), so all such callers share one rate-limit counter. Behind a proxy or load balancer, tell the framework to trust it (Fastify: trustProxy; Express: app.set('trust proxy', …)), or pass rateLimit.anonymousKey.`
+            : 'rateLimit.anonymousKey answered no key for a request, so all such callers share one rate-limit counter.',
+      },
+      request.logger,
+    );
+    return UNKNOWN_CLIENT_ADDRESS;
   }
 
   function conclude(
@@ -369,12 +409,14 @@ export function createPetstore(options: PetstoreOptions): Petstore {
       headers: request.headers,
       stability: stability[operationId],
       deprecation: deprecations[operationId],
+      // A transport that cannot tell when the client leaves gives a signal that is never aborted.
+      signal: request.signal ?? new AbortController().signal,
     });
     const status = result.status ?? 200;
     if (!Number.isInteger(status) || status < 200 || status > 599) {
       throw new TypeError(`The ${operationId} handler answered with an invalid status ${String(status)}`);
     }
-    return [status, result.body, result.headers ?? {}];
+    return [status, result.body, handlerHeaders(operationId, result.headers)];
   }
 
   async function handle(request: PetstoreRequest): Promise<PetstoreResponse> {
@@ -429,7 +471,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
         case 'getPetById':
         case 'listStoreOrders': {
           const [status, body, hostHeaders] = await runHostOperation(operationId, request, principal as Principal, route.params);
-          const merged = { ...lowercaseKeys(hostHeaders), ...headers };
+          const merged = { ...hostHeaders, ...headers };
           return body === undefined
             ? { status, headers: merged, body: undefined }
             : jsonAnswer(status, body, merged, request.method);
@@ -478,9 +520,26 @@ function textAnswer(status: number, json: string, headers: Record<string, string
   return { status, headers, body: head ? undefined : json };
 }
 
-function lowercaseKeys(headers: Record<string, string>): Record<string, string> {
+// RFC 9110 §5.1 field-name (a token) and §5.5 field-value (visible characters, obs-text, spaces and tabs).
+const FIELD_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+// Framing and connection headers belong to the server, not to a handler's answer.
+const SERVER_HEADERS = new Set(['connection', 'content-length', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+
+/**
+ * A host handler's headers, by lowercase name, without framing and connection headers.
+ * @throws TypeError for a name that is not a token or a value that is not a string of field-value characters
+ *   (a CR or LF would split the answer): the handler's mistake is a 500, caught before anything is sent.
+ */
+function handlerHeaders(operationId: string, headers: Record<string, string> | undefined): Record<string, string> {
   const result: Record<string, string> = {};
-  for (const [name, value] of Object.entries(headers)) result[name.toLowerCase()] = value;
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    if (!FIELD_NAME.test(name) || typeof value !== 'string' || !FIELD_VALUE.test(value)) {
+      throw new TypeError(`The ${operationId} handler answered with an invalid header ${JSON.stringify(name.slice(0, 40))}`);
+    }
+    const lower = name.toLowerCase();
+    if (!SERVER_HEADERS.has(lower)) result[lower] = value;
+  }
   return result;
 }
 

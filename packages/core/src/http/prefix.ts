@@ -3,6 +3,12 @@
  * entry and the Node layer.
  */
 
+import { errorBody } from '../errors.js';
+import type { PetstoreResponse } from './types.js';
+
+/** Where the API is mounted unless told otherwise: every path of the service is under `/v1`. */
+export const DEFAULT_PREFIX = '/v1';
+
 // RFC 9112 §3.2.2: absolute-form is `scheme://authority` followed by the path and query.
 const ABSOLUTE_FORM = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/;
 
@@ -57,4 +63,16 @@ function decodes(text: string): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * The answer for a path outside the prefix, where a server has nothing else to serve: 404 with the Error body
+ * and no rate-limit headers (the request is not the API's, so it is not counted).
+ */
+export function notFoundOutsideThePrefix(): PetstoreResponse {
+  return {
+    status: 404,
+    headers: { 'content-type': 'application/json; charset=utf-8' },
+    body: JSON.stringify(errorBody('not_found', 'There is no operation at this path.')),
+  };
 }

@@ -47,6 +47,8 @@ export type PetstoreRequestBody =
  * - `body`: see {@link PetstoreRequestBody}; default `none`.
  * - `clientAddress`: the client's IP address, for the anonymous rate limit.
  * - `logger`: a pino-style logger for this request (Fastify's `request.log`); events are logged through it.
+ * - `signal`: aborted when the client goes away before the answer is sent; handed to host handlers
+ *   (`HostOperationContext.signal`). `nodePetstoreRequest` and the Fetch entry set it.
  * - `headersIncomplete`: `true` when the server dropped header fields past its limit, so `headers` may lack
  *   a second `Authorization` or `Content-Type`; the API then answers 431 `header_fields_too_large` and runs
  *   nothing. Node 20 drops fields past `server.maxHeadersCount` without a word (Node 22 and later answer 431
@@ -60,6 +62,7 @@ export interface PetstoreRequest {
   clientAddress?: string | undefined;
   logger?: PetstoreLogger | undefined;
   headersIncomplete?: boolean | undefined;
+  signal?: AbortSignal | undefined;
 }
 
 /**

@@ -7,6 +7,7 @@ import { toJsonSchema, type ConversionConfig } from '@valibot/to-json-schema';
 import type { OperationDefinition, OperationId, Stability } from '../http/operations.js';
 import { OPERATIONS } from '../http/operations.js';
 import type { DeprecationPolicy } from '../http/deprecation.js';
+import { DEFAULT_PREFIX } from '../http/prefix.js';
 import { CategorySchema, ErrorBodySchema, NewCategorySchema } from '../schemas.js';
 
 /** A JSON value as the document holds it. */
@@ -77,8 +78,13 @@ function errorResponse(description: string, extraHeaders: Record<string, unknown
   return { description, headers: { ...rateLimitHeaders, ...extraHeaders }, content: jsonContent(ref('Error')) };
 }
 
-function responsesFor(operation: OperationDefinition, deprecated: boolean): Record<string, unknown> {
-  const extra = deprecated ? deprecationResponseHeaders : {};
+function responsesFor(operation: OperationDefinition, deprecation: DeprecationPolicy | undefined): Record<string, unknown> {
+  const extra = deprecation !== undefined ? deprecationResponseHeaders : {};
+  // 410 exists only once a sunset is configured (and the operation is not kept serving after it).
+  const gone =
+    deprecation?.sunsetAtMs !== undefined && deprecation.afterSunset !== 'serve'
+      ? { '410': errorResponse('The operation is past its sunset date (gone).', extra) }
+      : {};
   const ok = (description: string, schema: unknown, status = '200') => ({
     [status]: { description, headers: { ...rateLimitHeaders, ...extra }, content: jsonContent(schema) },
   });
@@ -113,7 +119,7 @@ function responsesFor(operation: OperationDefinition, deprecated: boolean): Reco
         ...ok('The pet, as the host application returns it (its fields are not part of the specification).', { type: 'object', additionalProperties: true }),
         '400': errorResponse('petId is not a positive integer (validation_failed).'),
         ...unauthorized,
-        '410': errorResponse('The operation is past its sunset date (gone).', extra),
+        ...gone,
         '501': errorResponse('The host application supplies no handler for this operation (not_implemented).'),
         ...common,
       };
@@ -148,7 +154,7 @@ export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOpera
     }
     servers.push({ url: url.replace(/\/$/, ''), description: environment });
   }
-  if (servers.length === 0) servers.push({ url: '/v1', description: 'This server' });
+  if (servers.length === 0) servers.push({ url: DEFAULT_PREFIX, description: 'This server' });
 
   const paths: Record<string, Record<string, unknown>> = {};
   for (const operation of OPERATIONS) {
@@ -171,7 +177,7 @@ export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOpera
       ...(operation.operationId === 'createCategory'
         ? { requestBody: { required: true, content: jsonContent(ref('NewCategory')) } }
         : {}),
-      responses: responsesFor(operation, deprecation !== undefined),
+      responses: responsesFor(operation, deprecation),
     };
     if (deprecation?.sunsetAtMs !== undefined) {
       entry['description'] = `Deprecated; sunset on ${new Date(deprecation.sunsetAtMs).toUTCString()}.`;

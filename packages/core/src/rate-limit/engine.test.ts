@@ -187,6 +187,41 @@ describe('createRateLimiter: anonymous callers', () => {
     expect(store.keys(T0)).toEqual(['anon:unknown']);
   });
 
+  it('groups IPv6 addresses by the configured ipv6Subnet', async () => {
+    const { limiter } = setup({ ipv6Subnet: 56 });
+    // 2001:db8:0:1::/64 and 2001:db8:0:2::/64 lie in one /56.
+    await send(limiter, { clientAddress: '2001:db8:0:1::1' }, 15);
+    expect((await send(limiter, { clientAddress: '2001:db8:0:2::9' }, 16)).admitted).toBe(15);
+    expect((await limiter.consume({ clientAddress: '2001:db8:0:100::1' })).allowed).toBe(true); // another /56
+  });
+
+  it('charges an anonymous key the caller chose as it is', async () => {
+    const { store, limiter } = setup();
+    await send(limiter, { anonymousKey: 'session:abc' }, 30);
+    expect((await limiter.consume({ anonymousKey: 'session:abc' })).allowed).toBe(false);
+    expect((await limiter.consume({ anonymousKey: 'session:xyz' })).allowed).toBe(true);
+    expect(store.keys(T0).sort()).toEqual(['anon:session:abc', 'anon:session:xyz']);
+  });
+
+  it('takes a separate store for anonymous callers from store.newStore(), when the store has one', async () => {
+    const anonymous = testRateLimitStore();
+    const keyed = testRateLimitStore();
+    let created = 0;
+    const store = {
+      consume: keyed.consume.bind(keyed),
+      newStore: () => {
+        created++;
+        return anonymous;
+      },
+    };
+    const limiter = createRateLimiter({ store, clock: fakeClock(T0) });
+    await limiter.consume({ clientAddress: '203.0.113.7' });
+    await limiter.consume(principal('free', undefined, 'k1'));
+    expect(created).toBe(1);
+    expect(anonymous.keys(T0)).toEqual(['anon:203.0.113.7']);
+    expect(keyed.keys(T0)).toEqual(['key:k1']);
+  });
+
   it('keeps anonymous callers in the separate anonymousStore when given', async () => {
     const anonymousStore = testRateLimitStore();
     const { store, limiter } = setup({ anonymousStore });

@@ -1,20 +1,15 @@
 /**
  * The rate-limit engine: picks the windows for a caller, asks the store to consume them atomically, and
- * turns the outcome into headers (SPEC §8).
+ * turns the outcome into headers.
  */
 import type { PlanLimits, PlanName, Principal } from '../auth/principal.js';
 import type { Clock } from '../clock.js';
-import { normalizeClientAddress } from './client-address.js';
+import { DEFAULT_IPV6_SUBNET, normalizeClientAddress } from './client-address.js';
+import { RateLimiterOptionsSchema, assertOptions } from '../options.js';
 import { PetstoreError } from '../errors.js';
 import type { Thenable } from '../internal/promise.js';
 import { rateLimitHeaders, retryAfterSeconds, standardRateLimitHeaders } from './headers.js';
-import {
-  DEFAULT_ANONYMOUS_LIMITS,
-  DEFAULT_BAN_POLICY,
-  DEFAULT_PLAN_LIMITS,
-  assertPlanLimits,
-  windowsForLimits,
-} from './plans.js';
+import { DEFAULT_ANONYMOUS_LIMITS, DEFAULT_BAN_POLICY, DEFAULT_PLAN_LIMITS, assertPlanLimits, windowsForLimits } from './plans.js';
 import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitStore, RateLimitWindow } from './types.js';
 
 /** Options of {@link createRateLimiter}. */
@@ -22,8 +17,10 @@ export interface RateLimiterOptions {
   /** Store for callers with a valid API key (keys `key:<keyId>`). */
   store: RateLimitStore;
   /**
-   * Store for callers without a valid key (keys `anon:<address>`). Default: `store`. A separate store keeps
-   * a flood of anonymous addresses from evicting the counters of paying keys in a bounded memory store.
+   * Store for callers without a valid key (keys `anon:<address>`). Default: a separate, empty store of the same
+   * kind and bounds, from `store.newStore()` (the memory store has it), so a flood of anonymous addresses
+   * cannot evict the counters of paying keys from a bounded store; `store` itself when it has no `newStore`
+   * (a shared store such as Redis, where keys are not evicted for lack of room).
    */
   anonymousStore?: RateLimitStore;
   /** Limits per plan; missing plans fall back to {@link DEFAULT_PLAN_LIMITS}. */
@@ -44,6 +41,25 @@ export interface RateLimiterOptions {
    * `X-RateLimit-*` headers are always sent.
    */
   standardHeaders?: boolean;
+  /**
+   * Who a caller without a valid API key is, for the anonymous limits: a function of the request answering
+   * a string (a client address your infrastructure vouches for, a session id …) or `undefined`. Default:
+   * the client address the framework reports (`request.clientAddress`), IPv6 grouped by `ipv6Subnet`. An
+   * `undefined` answer, like a missing or unparseable address, puts the caller in one shared `unknown`
+   * counter and is warned about once (`PETSTORE_NO_CLIENT_ADDRESS`). Used by `createPetstore` (the engine on
+   * its own takes the subject from its caller).
+   */
+  anonymousKey?: (request: AnonymousRequest) => string | undefined;
+  /** IPv6 prefix length by which anonymous client addresses are grouped, 1–128. Default 64. */
+  ipv6Subnet?: number;
+}
+
+/** What {@link RateLimiterOptions.anonymousKey} sees of a request. */
+export interface AnonymousRequest {
+  method: string;
+  path: string;
+  headers: Readonly<Record<string, string | readonly string[] | undefined>>;
+  clientAddress?: string | undefined;
 }
 
 /**
@@ -62,8 +78,14 @@ export type StoreFailurePolicy =
 /** Default `Retry-After` of a fail-closed 503, in seconds. */
 export const DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS = 5;
 
-/** Who a request is charged to: a principal (valid key), or a client address (no valid key). */
-export type RateLimitSubject = { principal: Principal } | { clientAddress: string | undefined };
+/**
+ * Who a request is charged to: a principal (valid key); or, without a valid key, a client address
+ * (normalised: IPv6 grouped by `ipv6Subnet`) or an anonymous key chosen by the caller, used as it is.
+ */
+export type RateLimitSubject =
+  | { principal: Principal }
+  | { clientAddress: string | undefined }
+  | { anonymousKey: string };
 
 /**
  * The engine's answer for one request.
@@ -92,9 +114,10 @@ export interface RateLimiter {
 
 /**
  * Creates the rate-limit engine.
- * @throws TypeError on invalid limits or ban policy.
+ * @throws TypeError naming the option, on a missing store, invalid limits, ban or failure policy.
  */
 export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
+  assertOptions(RateLimiterOptionsSchema, options, 'createRateLimiter');
   const decide = createRateLimitDecider(options);
   // An async function: a decision answered directly is wrapped, and an error thrown is a rejection.
   return { consume: async (subject) => decide(subject) };
@@ -103,18 +126,16 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
 /**
  * The engine without the promise: answers the decision directly when the store does (a memory store), and a
  * promise otherwise; a failure may be thrown. {@link createRateLimiter} wraps it; the pipeline calls it
- * directly, so a request on a memory store needs no promise for its rate limit. Internal: not exported from
- * the package.
+ * directly, so a request on a memory store needs no promise for its rate limit. Its options are checked by
+ * the caller (`createRateLimiter`, `createPetstore`). Internal: not exported from the package.
  */
 export function createRateLimitDecider(
   options: RateLimiterOptions,
 ): (subject: RateLimitSubject) => RateLimitDecision | Promise<RateLimitDecision> {
   const planLimits = { ...DEFAULT_PLAN_LIMITS, ...options.plans };
-  for (const [plan, limits] of Object.entries(planLimits)) assertPlanLimits(limits, `plans.${plan}`);
   const anonymousWindows = frozenWindows(options.anonymous ?? DEFAULT_ANONYMOUS_LIMITS);
-  if (options.anonymous) assertPlanLimits(options.anonymous, 'anonymous');
   const givenBan = options.ban === false ? undefined : (options.ban ?? DEFAULT_BAN_POLICY);
-  if (givenBan !== undefined) assertBanPolicy(givenBan);
+  const ipv6Subnet = options.ipv6Subnet ?? DEFAULT_IPV6_SUBNET;
   // A frozen copy, like the windows: stores may build what they send for a policy once (the Redis store does).
   const ban = givenBan === undefined ? undefined : Object.freeze({ ...givenBan });
   // Windows are built once per plan and once per custom-limits object (key stores hand out the same
@@ -139,16 +160,13 @@ export function createRateLimitDecider(
     }
     return windows;
   }
-  const anonymousStore = options.anonymousStore ?? options.store;
+  const anonymousStore = options.anonymousStore ?? options.store.newStore?.() ?? options.store;
   const { clock, store, standardHeaders = false, onStoreError } = options;
   const failure = options.onStoreFailure ?? { mode: 'fail-closed' };
   const failClosedRetryAfterSeconds =
     failure.mode === 'fail-closed'
       ? (failure.retryAfterSeconds ?? DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS)
       : DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS;
-  if (!Number.isSafeInteger(failClosedRetryAfterSeconds) || failClosedRetryAfterSeconds < 1) {
-    throw new TypeError('onStoreFailure.retryAfterSeconds must be a whole number >= 1');
-  }
 
   /** What a failed consume on the primary store turns into, as the failure policy says. */
   async function onFailure(error: unknown, key: string, request: ConsumeRequest): Promise<RateLimitDecision> {
@@ -199,7 +217,7 @@ export function createRateLimitDecider(
       request = { windows: plan.windows, nowMs, ban };
     } else {
       primary = anonymousStore;
-      key = `anon:${normalizeClientAddress(subject.clientAddress)}`;
+      key = 'anonymousKey' in subject ? `anon:${subject.anonymousKey}` : `anon:${normalizeClientAddress(subject.clientAddress, ipv6Subnet)}`;
       request = { windows: anonymousWindows, nowMs, ban };
     }
     let answer: ConsumeResult | Promise<ConsumeResult>;
@@ -217,15 +235,4 @@ export function createRateLimitDecider(
 /** The windows of some limits, frozen: one array is shared by every request of a plan. */
 function frozenWindows(limits: PlanLimits): RateLimitWindow[] {
   return Object.freeze(windowsForLimits(limits).map((window) => Object.freeze(window))) as RateLimitWindow[];
-}
-
-function assertBanPolicy(ban: BanPolicy): void {
-  if (typeof ban !== 'object' || ban === null) throw new TypeError('ban must be an object or false');
-  // Named fields, not Object.entries: a missing field would otherwise pass and turn every decision into NaN.
-  for (const field of ['rejectedThreshold', 'intervalMs', 'durationMs'] as const) {
-    const value = ban[field];
-    if (!Number.isSafeInteger(value) || value < 1) {
-      throw new TypeError(`ban.${field} must be a whole number >= 1, got ${String(value)}`);
-    }
-  }
 }

@@ -83,4 +83,12 @@ export type ConsumeResult =
  */
 export interface RateLimitStore {
   consume(key: string, request: ConsumeRequest): ConsumeResult | Promise<ConsumeResult>;
+  /**
+   * Optional: a new, empty store of the same kind and bounds (same `maxKeys`, same clock), sharing nothing
+   * with this one. When `rateLimit.anonymousStore` is not given, the engine takes one from `store` for callers
+   * without a valid key, so a flood of client addresses cannot evict the counters of API keys from a bounded
+   * store. A store without a bound on keys that many processes share (Redis) need not implement it: the
+   * engine then uses `store` for both, under distinct keys.
+   */
+  newStore?(): RateLimitStore;
 }

@@ -1,0 +1,208 @@
+/**
+ * The options of `createPetstore`, `createRateLimiter` and `staticApiKeys`, checked once, when they are
+ * created: a wrong option is one `TypeError` at start-up that names the option and what it accepts, never a
+ * 500 or 503 on every request.
+ */
+import * as v from 'valibot';
+import { PLAN_NAMES } from './auth/principal.js';
+import { OPERATIONS } from './http/operations.js';
+
+const describe = (value: unknown): string => {
+  if (value === undefined) return 'nothing';
+  if (value === null) return 'null';
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  if (typeof value === 'function') return 'a function';
+  return Array.isArray(value) ? 'an array' : `an object`;
+};
+
+const wholeNumber = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  v.pipe(
+    v.number(`must be a whole number from ${min}`),
+    v.safeInteger(`must be a whole number from ${min}`),
+    v.minValue(min, `must be at least ${min}`),
+    v.maxValue(max, `must be at most ${max}`),
+  );
+
+const method = (what: string) => v.function(`must be ${what}`);
+
+/**
+ * The message of an object schema's own issues: a key it does not have (`unknown`), a key that is missing
+ * (`is required`, with what that key must be), or a value that is not an object at all (`must be <what>`).
+ */
+const objectMessage =
+  (what: string, entries: Record<string, v.GenericSchema>, unknown: string) =>
+  (issue: v.BaseIssue<unknown>): string => {
+    if (issue.expected === 'never') return unknown;
+    const key = issue.path?.at(-1)?.key;
+    if (issue.expected?.startsWith('"') && typeof key === 'string') {
+      const entry = entries[key] as { message?: unknown; expects?: unknown; requirement?: unknown } | undefined;
+      const needed = (entry as { mustBe?: unknown } | undefined)?.mustBe ?? entry?.message;
+      return typeof needed === 'string' ? `is required: it ${needed}` : 'is required';
+    }
+    return `must be ${what}`;
+  };
+
+/** A strict object: unknown keys are refused (a misspelt option never goes unnoticed). */
+function object<T extends Record<string, v.GenericSchema>>(entries: T, what: string) {
+  return v.strictObject(entries, objectMessage(what, entries, `is not a field of ${what} (fields: ${Object.keys(entries).join(', ')})`));
+}
+
+/** An object with the given methods (other properties are the implementation's own). */
+const implementing = (what: string, methods: readonly string[]) => {
+  const entries = Object.fromEntries(methods.map((name) => [name, method('a function')]));
+  const schema = v.looseObject(entries, objectMessage(what, entries, ''));
+  // Read by objectMessage when the whole object is missing from its parent.
+  return Object.assign(schema, { mustBe: `must be ${what}` });
+};
+
+/** Plan limits: `{ requestsPerMinute, requestsPerDay }`, whole numbers ≥ 0. */
+export const PlanLimitsSchema = object(
+  { requestsPerMinute: wholeNumber(0), requestsPerDay: wholeNumber(0) },
+  '{ requestsPerMinute, requestsPerDay } (whole numbers >= 0)',
+);
+
+const RateLimitStoreSchema = implementing('a RateLimitStore (an object with consume(key, request))', ['consume']);
+
+const planNames = PLAN_NAMES.join(', ');
+const PlansSchema = v.strictObject(
+  Object.fromEntries(PLAN_NAMES.map((plan) => [plan, v.optional(PlanLimitsSchema)])),
+  (issue) => (issue.expected === 'never' ? `is not a plan (plans: ${planNames})` : 'must be an object of plans'),
+);
+
+const BanSchema = v.union(
+  [
+    v.literal(false),
+    object({ rejectedThreshold: wholeNumber(1), intervalMs: wholeNumber(1), durationMs: wholeNumber(1) }, 'a ban policy'),
+  ],
+  'must be { rejectedThreshold, intervalMs, durationMs } (whole numbers >= 1), or false for no bans',
+);
+
+const StoreFailureSchema = v.variant(
+  'mode',
+  [
+    object({ mode: v.literal('fail-closed'), retryAfterSeconds: v.optional(wholeNumber(1)) }, "{ mode: 'fail-closed', retryAfterSeconds? }"),
+    object({ mode: v.literal('fail-open'), insuranceStore: RateLimitStoreSchema }, "{ mode: 'fail-open', insuranceStore }"),
+  ],
+  "must be { mode: 'fail-closed', retryAfterSeconds? } or { mode: 'fail-open', insuranceStore }",
+);
+
+const ClockSchema = implementing('a clock (an object with now(), Unix epoch ms)', ['now']);
+
+const rateLimitEntries = {
+  store: RateLimitStoreSchema,
+  anonymousStore: v.optional(RateLimitStoreSchema),
+  plans: v.optional(PlansSchema),
+  anonymous: v.optional(PlanLimitsSchema),
+  ban: v.optional(BanSchema),
+  onStoreFailure: v.optional(StoreFailureSchema),
+  onStoreError: v.optional(method('a function (error) => void')),
+  standardHeaders: v.optional(v.boolean('must be true or false')),
+  anonymousKey: v.optional(method('a function (request) => string | undefined')),
+  ipv6Subnet: v.optional(wholeNumber(1, 128)),
+};
+
+/** Options of a factory: unknown names are refused, listing the options there are. */
+function options<T extends Record<string, v.GenericSchema>>(entries: T) {
+  return v.strictObject(entries, objectMessage('an object of options', entries, `is not an option (options: ${Object.keys(entries).join(', ')})`));
+}
+
+/** `rateLimit` of `createPetstore`. */
+export const RateLimitOptionsSchema = options(rateLimitEntries);
+
+/** The options of `createRateLimiter`: `rateLimit` plus `clock`. */
+export const RateLimiterOptionsSchema = options({ ...rateLimitEntries, clock: ClockSchema });
+
+const operationIds = OPERATIONS.map((operation) => operation.operationId);
+const perOperation = <T extends v.GenericSchema>(schema: T) =>
+  v.strictObject(
+    Object.fromEntries(operationIds.map((id) => [id, v.optional(schema)])) as Record<string, v.OptionalSchema<T, undefined>>,
+    (issue) => (issue.expected === 'never' ? `is not an operation (operations: ${operationIds.join(', ')})` : 'must be an object by operationId'),
+  );
+
+const epochMs = v.pipe(v.number('must be Unix epoch ms'), v.safeInteger('must be Unix epoch ms (a whole number)'));
+const url = v.pipe(v.string('must be a URL'), v.url('must be an absolute URL'));
+const DeprecationSchema = v.pipe(
+  object(
+    {
+      deprecatedAtMs: epochMs,
+      sunsetAtMs: v.optional(epochMs),
+      documentationUrl: v.optional(url),
+      sunsetUrl: v.optional(url),
+      afterSunset: v.optional(v.picklist(['gone', 'serve'], "must be 'gone' or 'serve'")),
+    },
+    'a deprecation policy',
+  ),
+  v.check(
+    (policy) => policy.sunsetAtMs === undefined || policy.sunsetAtMs >= policy.deprecatedAtMs,
+    'the sunset (sunsetAtMs) must not precede the deprecation (deprecatedAtMs)',
+  ),
+);
+
+const petstoreEntries = {
+  apiKeys: implementing('an ApiKeyStore (an object with findPrincipal(apiKeyHash); staticApiKeys([...]) makes one)', ['findPrincipal']),
+  categories: implementing('a CategoryStore (an object with list() and create(newCategory))', ['list', 'create']),
+  rateLimit: RateLimitOptionsSchema,
+  handlers: v.optional(
+    v.strictObject(
+      { getPetById: v.optional(method('a handler function')), listStoreOrders: v.optional(method('a handler function')) },
+      (issue) => (issue.expected === 'never' ? 'is not a host operation (host operations: getPetById, listStoreOrders)' : 'must be an object of handlers'),
+    ),
+  ),
+  deprecations: v.optional(perOperation(v.nullable(DeprecationSchema))),
+  stability: v.optional(perOperation(v.picklist(['experimental', 'beta'], "must be 'experimental' or 'beta'"))),
+  openapi: v.optional(
+    object(
+      {
+        servers: v.optional(object({ production: v.optional(v.string('must be a URL')), staging: v.optional(v.string('must be a URL')) }, 'the servers')),
+        title: v.optional(v.string('must be a string')),
+        description: v.optional(v.string('must be a string')),
+      },
+      'the description options',
+    ),
+  ),
+  clock: v.optional(ClockSchema),
+  bodyLimitBytes: v.optional(wholeNumber(1)),
+  realm: v.optional(v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty'))),
+  basePath: v.optional(
+    v.pipe(v.string('must be a string'), v.regex(/^(?:|\/.*[^/])$/, 'must be empty or start with "/" and not end with "/"')),
+  ),
+  onEvent: v.optional(method('a function (event) => void')),
+  onInternalError: v.optional(method('a function (error) => void')),
+  onWarning: v.optional(method('a function (warning) => void')),
+};
+
+/** The options of `createPetstore`. */
+export const PetstoreOptionsSchema = options(petstoreEntries);
+
+/** One entry of `staticApiKeys`. The key itself is never quoted in a message. */
+const StaticApiKeySchema = object(
+  {
+    key: v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty')),
+    plan: v.picklist(PLAN_NAMES, `must be one of ${planNames}`),
+    accountId: v.optional(v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty'))),
+    limits: v.optional(PlanLimitsSchema),
+  },
+  'an API key',
+);
+
+/** The argument of `staticApiKeys`. */
+export const StaticApiKeysSchema = v.array(StaticApiKeySchema, 'must be an array of { key, plan, accountId?, limits? }');
+
+/**
+ * Checks `value` against `schema`.
+ * @throws TypeError `<where>: <path> <problem> (got <value>)`, one line per problem (at most five).
+ */
+export function assertOptions<T extends v.GenericSchema>(schema: T, value: unknown, where: string): v.InferOutput<T> {
+  const result = v.safeParse(schema, value, { abortPipeEarly: true });
+  if (result.success) return result.output;
+  const problems = result.issues.slice(0, 5).map((issue) => {
+    const keys = (issue.path ?? []).map((item) => item.key);
+    const path = keys.map((key) => (typeof key === 'number' ? `[${key}]` : `.${String(key)}`)).join('').replace(/^\./, '');
+    // An API key is never echoed, whatever its problem; other values are, cut short. Nothing to show for a
+    // missing one.
+    const got = keys.at(-1) === 'key' || issue.message.startsWith('is required') ? '' : ` (got ${describe(issue.input)})`;
+    return `${path === '' ? 'the options' : path} ${issue.message}${got}`;
+  });
+  throw new TypeError(`${where}: ${problems.join('; ')}`);
+}
