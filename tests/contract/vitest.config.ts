@@ -6,5 +6,8 @@ export default defineConfig({
     include: ['src/**/*.test.ts'],
     testTimeout: 20_000,
     hookTimeout: 20_000,
+    // The files share one module graph per worker instead of importing it afresh each (servers are started
+    // and stopped by each file; the modules keep no state of their own).
+    isolate: false,
   },
 });

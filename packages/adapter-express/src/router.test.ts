@@ -52,6 +52,20 @@ describe('petstoreExpress', () => {
     expect(await answer.json()).toEqual({ host: 'host middleware failed' });
   });
 
+  it("passes a host error that merely looks like a body-parser error (status 4xx, its own type) on to the host", async () => {
+    const app = express();
+    app.use('/v1', (_request, _response, next) => next(Object.assign(new Error('no entry'), { status: 403, type: 'auth.denied' })));
+    app.use('/v1', petstoreExpress({ petstore: createPetstore({ apiKeys: staticApiKeys([]), categories: memoryCategoryStore(), rateLimit: { store: memoryRateLimitStore() } }) }));
+    app.use(((error, _request, response, _next) => {
+      response.status((error as { status: number }).status).json({ host: (error as Error).message });
+    }) as express.ErrorRequestHandler);
+    const base = await serve(app);
+    const answer = await fetch(`${base}/v1/categories`, { headers: auth });
+    expect(answer.status).toBe(403);
+    expect(await answer.json()).toEqual({ host: 'no entry' });
+    expect(answer.headers.get('x-ratelimit-limit')).toBeNull();
+  });
+
   it("answers with the Error body when the host's express.json() rejects a body, never Express's HTML page", async () => {
     const app = express();
     app.use(express.json({ limit: '1kb' }));

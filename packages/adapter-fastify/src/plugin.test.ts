@@ -128,6 +128,31 @@ describe('petstoreFastify', () => {
     expect(JSON.stringify(lines)).not.toContain('wrong-key');
   });
 
+  it("sends a created petstore's setup warnings to Fastify's logger, and takes Fastify's register options", async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const app = Fastify({
+      logger: { level: 'warn', stream: { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) } },
+    });
+    await app.register(petstoreFastify, {
+      prefix: '/v1',
+      logLevel: 'warn',
+      apiKeys: staticApiKeys([{ key: 'test-key', plan: 'pro' }]),
+      categories: memoryCategoryStore(),
+      rateLimit: { store: memoryRateLimitStore() },
+      handlers: { getPetById: () => ({ body: {} }) },
+    } as Parameters<typeof petstoreFastify>[1]);
+    await app.ready();
+    expect(lines).toContainEqual(expect.objectContaining({ level: 40, petstore: { warning: 'PETSTORE_DEPRECATED_WITHOUT_SUNSET' } }));
+    expect((await app.inject({ url: '/v1/categories', headers: auth })).statusCode).toBe(200);
+  });
+
+  it('refuses wrong options when registered, naming them', async () => {
+    const app = Fastify();
+    await expect(
+      app.register(petstoreFastify, { prefix: '/v1', apiKeys: staticApiKeys([]), categories: memoryCategoryStore() } as never).ready(),
+    ).rejects.toThrow(/createPetstore: rateLimit is required/);
+  });
+
   it('answers malformed URLs under the prefix through the API when frameworkErrors is wired, and leaves others to Fastify', async () => {
     const petstore = newPetstore();
     const app = Fastify({ frameworkErrors: petstoreFrameworkErrors(petstore, { prefix: '/v1' }) });

@@ -6,7 +6,20 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { nodeHeadersCutOff, nodeRequestHeaders, nodeRequestPath, petstoreCheckExpectation } from './node.js';
+import { request as httpRequest } from 'node:http';
+import { staticApiKeys } from './auth/api-key.js';
+import { createPetstore } from './http/pipeline.js';
+import {
+  nodeHeadersCutOff,
+  nodePetstoreRequest,
+  nodeRequestHeaders,
+  nodeRequestPath,
+  petstoreCheckExpectation,
+  petstoreNodeHandler,
+  writeNodeResponse,
+} from './node.js';
+import { testRateLimitStore } from './rate-limit/test-store.js';
+import { testCategoryStore } from './storage/test-category-store.js';
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -26,6 +39,15 @@ async function serve(answer: (request: IncomingMessage, response: ServerResponse
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   return { server, port: (server.address() as AddressInfo).port };
+}
+
+/** A server answering with `listener` alone; its origin. */
+async function listen(listener: (request: IncomingMessage, response: ServerResponse) => void): Promise<string> {
+  const server = createServer(listener);
+  servers.push(server);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
 /** Writes `head` (CRLF line ends added) on a raw socket and reads until the server closes the connection. */
@@ -125,5 +147,83 @@ describe('petstoreCheckExpectation', () => {
     expect(absolute.status).toBe(200);
     const outside = await raw(port, ['GET /health HTTP/1.1', 'Host: x', 'Expect: foo']);
     expect(outside).toEqual(before); // as Node answers without the listener
+  });
+});
+
+describe('nodePetstoreRequest and writeNodeResponse', () => {
+  it("translate a Node request and write the answer, headers merged over the host's", async () => {
+    const seen: unknown[] = [];
+    const origin = await listen((incoming, response) => {
+      const translated = nodePetstoreRequest(incoming, { response });
+      seen.push({ method: translated.method, path: translated.path, clientAddress: translated.clientAddress, body: translated.body?.kind });
+      response.setHeader('x-host', 'kept');
+      writeNodeResponse(response, { status: 201, headers: { 'content-type': 'application/json; charset=utf-8', 'x-api': 'yes' }, body: '{"ok":true}' });
+    });
+    const answer = await fetch(`${origin}/v1/categories?x=1`, { method: 'POST', body: '{}' });
+    expect(answer.status).toBe(201);
+    expect(answer.headers.get('x-host')).toBe('kept');
+    expect(answer.headers.get('x-api')).toBe('yes');
+    expect(answer.headers.get('content-length')).toBe('11'); // one write, not chunked
+    expect(answer.headers.get('transfer-encoding')).toBeNull();
+    expect(await answer.text()).toBe('{"ok":true}');
+    expect(seen).toEqual([{ method: 'POST', path: '/categories?x=1', clientAddress: '127.0.0.1', body: 'stream' }]);
+  });
+
+  it('gives a signal that aborts when the client goes away before the answer, and only then', async () => {
+    const outcomes: boolean[] = [];
+    const origin = await listen((incoming, response) => {
+      const signal = nodePetstoreRequest(incoming, { response }).signal as AbortSignal;
+      if (incoming.url === '/fast') {
+        response.end('done');
+        response.on('close', () => outcomes.push(signal.aborted));
+        return;
+      }
+      signal.addEventListener('abort', () => outcomes.push(true));
+    });
+    expect(await (await fetch(`${origin}/fast`)).text()).toBe('done');
+    await expect.poll(() => outcomes).toEqual([false]);
+    const client = httpRequest(`${origin}/slow`);
+    client.on('error', () => undefined);
+    client.end();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    client.destroy();
+    await expect.poll(() => outcomes).toEqual([false, true]);
+  });
+});
+
+describe('petstoreNodeHandler', () => {
+  const api = () =>
+    createPetstore({
+      apiKeys: staticApiKeys([{ key: 'node-key', plan: 'free' }]),
+      categories: testCategoryStore(),
+      rateLimit: { store: testRateLimitStore() },
+    });
+
+  it('serves the API under the prefix and answers other paths 404 without rate-limit headers', async () => {
+    const origin = await listen(petstoreNodeHandler(api()));
+    const listed = await fetch(`${origin}/v1/categories`, { headers: { authorization: 'Bearer node-key' } });
+    expect(listed.status).toBe(200);
+    expect(listed.headers.get('x-ratelimit-remaining')).toBe('59');
+    expect(await listed.json()).toEqual([]);
+    const outside = await fetch(`${origin}/health`);
+    expect(outside.status).toBe(404);
+    expect(await outside.json()).toEqual({ code: 'not_found', message: expect.any(String), status: 404 });
+    expect(outside.headers.get('x-ratelimit-remaining')).toBeNull();
+  });
+
+  it('hands other paths to the fallback, and takes the client address from the option', async () => {
+    const origin = await listen(
+      petstoreNodeHandler(api(), {
+        prefix: '/api',
+        fallback: (_request, response) => response.end('host route'),
+        clientAddress: (incoming) => incoming.headers['x-client'] as string,
+      }),
+    );
+    expect(await (await fetch(`${origin}/v1/categories`)).text()).toBe('host route');
+    const remainingFor = async (client: string) =>
+      (await fetch(`${origin}/api/categories`, { headers: { 'x-client': client } })).headers.get('x-ratelimit-remaining');
+    expect(await remainingFor('198.51.100.1')).toBe('29');
+    expect(await remainingFor('198.51.100.1')).toBe('28');
+    expect(await remainingFor('198.51.100.2')).toBe('29');
   });
 });

@@ -1,6 +1,7 @@
-import { DAY_MS, MINUTE_MS, createRateLimiter, type ConsumeRequest, type RateLimitWindow } from '@petstore/core';
+import { DAY_MS, MINUTE_MS, createPetstore, createRateLimiter, staticApiKeys, type ConsumeRequest, type RateLimitWindow } from '@petstore/core';
 import { fakeClock } from '@petstore/core/testing';
 import { describe, expect, it } from 'vitest';
+import { memoryCategoryStore } from './category-store.js';
 import { memoryRateLimitStore } from './rate-limit-store.js';
 
 const START = Date.UTC(2026, 0, 1);
@@ -67,10 +68,12 @@ describe('memoryRateLimitStore', () => {
 
   it('never tracks more than maxKeys under a flood of distinct keys', async () => {
     const store = memoryRateLimitStore({ maxKeys: 1000 });
+    let largest = 0;
     for (let i = 0; i < 20_000; i++) {
-      await store.consume(`anon:10.0.${i >> 8}.${i & 255}`, request(minuteAndDay(30, 500), START));
-      expect(store.size).toBeLessThanOrEqual(1000);
+      store.consume(`anon:10.0.${i >> 8}.${i & 255}`, request(minuteAndDay(30, 500), START));
+      largest = Math.max(largest, store.size);
     }
+    expect(largest).toBe(1000);
     expect(store.size).toBe(1000);
   });
 
@@ -132,6 +135,35 @@ describe('memoryRateLimitStore', () => {
     expect(store.remainingTtlMs('key:a')).toBe(1);
     clock.advance(2);
     expect(store.remainingTtlMs('key:a')).toBeUndefined();
+  });
+
+  it('makes a new, empty store with the same bounds and clock (newStore)', () => {
+    const clock = fakeClock(Date.UTC(2026, 0, 1));
+    const store = memoryRateLimitStore({ maxKeys: 3, clock });
+    const request: ConsumeRequest = { windows: [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }], nowMs: clock.now(), ban: undefined };
+    store.consume('shared-name', request);
+    const other = store.newStore();
+    expect(other.size).toBe(0);
+    expect(other.consume('shared-name', request).windows[0]?.used).toBe(1); // nothing shared
+    for (let i = 0; i < 10; i++) other.consume(`k${i}`, request);
+    expect(other.size).toBe(3); // the same maxKeys
+    expect(store.size).toBe(1);
+    expect(other.remainingTtlMs('k9')).toBe(MINUTE_MS); // the same clock
+  });
+
+  it("keeps API keys' counters when a flood of client addresses passes through a petstore on one memory store", async () => {
+    const petstore = createPetstore({
+      apiKeys: staticApiKeys([{ key: 'paying-key', plan: 'free' }]),
+      categories: memoryCategoryStore(),
+      rateLimit: { store: memoryRateLimitStore({ maxKeys: 10 }) },
+      clock: fakeClock(Date.UTC(2026, 0, 1)),
+    });
+    const paying = () => petstore.handle({ method: 'GET', path: '/categories', headers: { authorization: 'Bearer paying-key' } });
+    for (let i = 0; i < 5; i++) await paying();
+    for (let i = 0; i < 1000; i++) {
+      await petstore.handle({ method: 'GET', path: '/categories', headers: {}, clientAddress: `10.0.${i >> 8}.${i & 255}` });
+    }
+    expect((await paying()).headers['x-ratelimit-remaining']).toBe('54'); // 60 − 6: not reset by the flood
   });
 
   it('rejects a maxKeys that is not a whole number >= 1', () => {

@@ -25,7 +25,11 @@ import {
 import {
   ANONYMOUS_LIMITS,
   API_KEYS,
+  BROKEN_PET_ID,
   HOST_ACCOUNT_ID,
+  HOST_REFUSAL,
+  HOST_REFUSAL_HEADER,
+  SLOW_PET_ID,
   PET_DEPRECATION,
   REPORTS_ACCOUNT_ID,
   SMALL_LIMITS,
@@ -606,6 +610,55 @@ export function defineContractCases(impl: ServerImpl): void {
       const withKey = await call(own, '/v1/categories', { apiKey: API_KEYS.general });
       expect(withKey.status, withKey.text).toBe(200);
     });
+  });
+
+  // ---- the host stays in charge: its hooks, middleware and error handler run first, and win ----
+
+  it('lets a host hook that refuses before the API answer with the host\'s error handler; nothing charged or created', async () => {
+    const first = await call(server, '/v1/categories', { apiKey: API_KEYS.host });
+    const before = intHeader(first, 'x-ratelimit-remaining');
+    const created = (await list(API_KEYS.host)).length;
+    for (const [method, json] of [['GET', undefined], ['POST', { name: 'Refused' }]] as const) {
+      const refused = await call(server, '/v1/categories', {
+        method,
+        apiKey: API_KEYS.host,
+        headers: { [HOST_REFUSAL_HEADER]: '1' },
+        ...(json ? { json } : {}),
+      });
+      expect(refused.status, refused.text).toBe(403);
+      expect(jsonOf(refused)).toEqual(HOST_REFUSAL);
+      expect(refused.headers.get('x-ratelimit-remaining'), 'the API did not run').toBeNull();
+    }
+    // One request since `first` was charged: the list call above; the refused ones were not.
+    const after = await call(server, '/v1/categories', { apiKey: API_KEYS.host });
+    expect(intHeader(after, 'x-ratelimit-remaining')).toBe(before - 2);
+    expect(jsonOf(after)).toHaveLength(created);
+  });
+
+  it('answers a host handler that returns a broken header (a line break in a value) 500 once: run once, charged once', async () => {
+    const calls = server.hostCalls.length;
+    const first = await call(server, '/v1/pets/7', { apiKey: API_KEYS.host });
+    const before = intHeader(first, 'x-ratelimit-remaining');
+    const broken = await call(server, `/v1/pets/${BROKEN_PET_ID}`, { apiKey: API_KEYS.host });
+    expectError(broken, server, 500, 'internal_error');
+    expect(broken.headers.get('x-note')).toBeNull();
+    expect(server.hostCalls.length - calls, 'handler calls: /pets/7 and the broken one, once each').toBe(2);
+    const after = await call(server, '/v1/pets/7', { apiKey: API_KEYS.host });
+    expect(intHeader(after, 'x-ratelimit-remaining'), 'charged once for the broken answer').toBe(before - 2);
+  });
+
+  it('aborts the host handler\'s signal when the client goes away before the answer', async () => {
+    const count = server.abortions.length;
+    const controller = new AbortController();
+    const request = fetch(`${server.origin}/v1/pets/${SLOW_PET_ID}`, {
+      headers: { authorization: `Bearer ${API_KEYS.host}` },
+      signal: controller.signal,
+    }).catch((error: unknown) => error);
+    await expect.poll(() => server.hostCalls.some((hostCall) => hostCall.params['petId'] === String(SLOW_PET_ID))).toBe(true);
+    controller.abort();
+    await request;
+    await expect.poll(() => server.abortions.length, { timeout: 3000 }).toBe(count + 1);
+    expect(server.abortions.at(-1), 'the signal aborted (not the 2 s timeout)').toBe(true);
   });
 
   // ---- the host app keeps its own routes and parsers ----

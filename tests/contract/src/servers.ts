@@ -8,7 +8,7 @@
  * implementation, and capability flags for cases that only some of them can run.
  */
 import type { AddressInfo } from 'node:net';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import { serve } from '@hono/node-server';
 import { petstoreExpress, petstoreGuard as expressGuard } from '@petstore/adapter-express';
 import {
@@ -27,7 +27,7 @@ import {
   type Petstore,
   type StaticApiKey,
 } from '@petstore/core';
-import { nodeHeadersCutOff, petstoreCheckExpectation } from '@petstore/core/node';
+import { nodeHeadersCutOff, petstoreCheckExpectation, petstoreNodeHandler, writeNodeResponse } from '@petstore/core/node';
 import { fakeClock, type FakeClock } from '@petstore/core/testing';
 import {
   memoryCategoryStore,
@@ -36,6 +36,7 @@ import {
   type MemoryRateLimitStore,
 } from '@petstore/storage-memory';
 import express from 'express';
+import express4 from 'express4';
 import Fastify from 'fastify';
 
 /**
@@ -111,6 +112,23 @@ export const PET_DEPRECATION = {
 /** The stability markers every server configures (SPEC §9). */
 export const STABILITY = { listStoreOrders: 'beta' } as const;
 
+/**
+ * A request with this header is refused by the HOST before the API runs: a Fastify `onRequest` hook that
+ * throws, an Express middleware that calls `next(error)`, a wrapper around the `node:http` handler or the
+ * Fetch entry. The host's own error handler answers 403 `{ hostErrorHandler, statusCode }`.
+ */
+export const HOST_REFUSAL_HEADER = 'x-host-refuse';
+/** What the host's error handler answers a refused request with. */
+export const HOST_REFUSAL = { hostErrorHandler: 'refused by the host', statusCode: 403 } as const;
+
+/** The getPetById handler answers this pet with a header value holding a line break: a broken handler. */
+export const BROKEN_PET_ID = 13;
+/**
+ * The getPetById handler waits for this pet until its `signal` aborts (the client went away) or 2 s pass, then
+ * records which in {@link RunningServer.abortions}.
+ */
+export const SLOW_PET_ID = 21;
+
 /** What the `listStoreOrders` handler answers. */
 export const STORE_ORDERS = [{ id: 1 }] as const;
 
@@ -155,6 +173,12 @@ export interface ServerCapabilities {
   hostRoutes: boolean;
   /** The host app parses JSON itself before the API sees the request, and serves `POST /echo` with it. */
   hostJsonParser: 'fastify' | 'express' | undefined;
+  /**
+   * Who decides which URLs reach the API: `api` — the API's own notion of the prefix (Fastify with
+   * `petstoreFrameworkErrors`, `petstoreNodeHandler`); `express` — Express 5's mount matching (`/v1` and `/v1/…`
+   * only, case-insensitive); `express4` — Express 4's, which also takes `/v1//categories` as `/v1/categories`; `whatwg-url` — the Fetch server's WHATWG URL, with dot segments resolved.
+   */
+  prefixRouting: 'api' | 'express' | 'express4' | 'whatwg-url';
 }
 
 /** One running server. */
@@ -169,6 +193,8 @@ export interface RunningServer {
   readonly stores: TestStores;
   /** Every call of a host handler so far, oldest first. */
   readonly hostCalls: readonly HostCall[];
+  /** For each request for {@link SLOW_PET_ID}: whether the handler's signal aborted (true) or it timed out. */
+  readonly abortions: readonly boolean[];
   /** Stops listening and drops open connections. */
   close(): Promise<void>;
 }
@@ -186,6 +212,7 @@ export interface TestPetstore {
   petstore: Petstore;
   stores: TestStores;
   hostCalls: HostCall[];
+  abortions: boolean[];
 }
 
 /**
@@ -197,6 +224,7 @@ export interface TestPetstore {
 export function testPetstore(options: StartOptions = {}): TestPetstore {
   const clock = fakeClock(CLOCK_START_MS);
   const hostCalls: HostCall[] = [];
+  const abortions: boolean[] = [];
   const record = (context: HostOperationContext) =>
     hostCalls.push({
       operationId: context.operationId,
@@ -206,8 +234,23 @@ export function testPetstore(options: StartOptions = {}): TestPetstore {
       stability: context.stability ?? null,
     });
   const handlers: Partial<Record<HostOperationId, HostOperationHandler>> = {
-    getPetById: (context) => {
+    getPetById: async (context) => {
       record(context);
+      if (context.params['petId'] === String(BROKEN_PET_ID)) return { body: { id: BROKEN_PET_ID }, headers: { 'x-note': 'a\r\nb' } };
+      if (context.params['petId'] === String(SLOW_PET_ID)) {
+        // Waits for the client to go away (at most 2 s), and records whether the signal told it so.
+        const aborted = await new Promise<boolean>((resolve) => {
+          const timer = setTimeout(() => resolve(false), 2000);
+          const stop = () => {
+            clearTimeout(timer);
+            resolve(true);
+          };
+          if (context.signal.aborted) stop();
+          else context.signal.addEventListener('abort', stop, { once: true });
+        });
+        abortions.push(aborted);
+        return { body: { id: SLOW_PET_ID } };
+      }
       return {
         body: {
           id: Number(context.params['petId']),
@@ -238,7 +281,7 @@ export function testPetstore(options: StartOptions = {}): TestPetstore {
     deprecations: { getPetById: { ...PET_DEPRECATION, ...options.deprecation } },
     stability: STABILITY,
   });
-  return { clock, petstore, stores, hostCalls };
+  return { clock, petstore, stores, hostCalls, abortions };
 }
 
 function originOf(address: AddressInfo | string | null): string {
@@ -261,14 +304,27 @@ function listenNode(server: Server): Promise<string> {
   });
 }
 
-/** A host Fastify 5 app with its own routes (one guarded) and JSON parser, and the plugin under `/v1`. */
+/** True when the host should refuse the request itself (see {@link HOST_REFUSAL_HEADER}). */
+const refusedByHost = (headers: Record<string, string | string[] | undefined>) => headers[HOST_REFUSAL_HEADER] !== undefined;
+const hostRefusal = () => Object.assign(new Error(HOST_REFUSAL.hostErrorHandler), { statusCode: 403, status: 403 });
+
+/**
+ * A host Fastify 5 app with its own routes (one guarded), JSON parser, error handler and an `onRequest` hook,
+ * and the plugin under `/v1`.
+ */
 const fastifyImpl: ServerImpl = {
   name: 'fastify',
-  capabilities: { hostRoutes: true, hostJsonParser: 'fastify' },
+  capabilities: { hostRoutes: true, hostJsonParser: 'fastify', prefixRouting: 'api' },
   async start(options) {
-    const { clock, petstore, stores, hostCalls } = testPetstore(options);
+    const { clock, petstore, stores, hostCalls, abortions } = testPetstore(options);
     // Fastify rejects malformed URLs before any plugin runs; frameworkErrors hands those under /v1 to the API.
     const app = Fastify({ logger: false, frameworkErrors: petstoreFrameworkErrors(petstore, { prefix: '/v1' }) });
+    app.setErrorHandler((error: { message: string; statusCode?: number }, _request, reply) =>
+      reply.code(error.statusCode ?? 500).send({ hostErrorHandler: error.message, statusCode: error.statusCode ?? 500 }),
+    );
+    app.addHook('onRequest', async (request) => {
+      if (refusedByHost(request.headers)) throw hostRefusal();
+    });
     app.get('/health', async () => ({ ok: true }));
     app.post('/echo', async (request) => request.body);
     app.get('/reports', { onRequest: fastifyGuard(petstore) }, async (request) => ({
@@ -279,19 +335,28 @@ const fastifyImpl: ServerImpl = {
     app.server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
     await app.listen({ port: 0, host: '127.0.0.1' });
     const origin = originOf(app.server.address());
-    return { origin, clock, petstore, stores, hostCalls, close: () => app.close() };
+    return { origin, clock, petstore, stores, hostCalls, abortions, close: () => app.close() };
   },
 };
 
-function expressImpl(name: string, withJsonParser: boolean): ServerImpl {
+/**
+ * A host Express app (`framework`: Express 5 or 4) with its own routes (one guarded), a middleware before the
+ * API that may refuse, a final error handler, optionally `express.json()`, and the API under `/v1`.
+ */
+function expressImpl(name: string, framework: typeof express, withJsonParser: boolean): ServerImpl {
   return {
     name,
-    capabilities: { hostRoutes: true, hostJsonParser: withJsonParser ? 'express' : undefined },
+    capabilities: {
+      hostRoutes: true,
+      hostJsonParser: withJsonParser ? 'express' : undefined,
+      prefixRouting: framework === express ? 'express' : 'express4',
+    },
     async start(options) {
-      const { clock, petstore, stores, hostCalls } = testPetstore(options);
-      const app = express();
+      const { clock, petstore, stores, hostCalls, abortions } = testPetstore(options);
+      const app = framework();
+      app.use((request, _response, next) => next(refusedByHost(request.headers) ? hostRefusal() : undefined));
       if (withJsonParser) {
-        app.use(express.json());
+        app.use(framework.json());
         app.post('/echo', (request, response) => {
           response.json(request.body);
         });
@@ -303,30 +368,71 @@ function expressImpl(name: string, withJsonParser: boolean): ServerImpl {
         response.json({ accountId: response.locals.petstorePrincipal?.accountId });
       });
       app.use('/v1', petstoreExpress({ petstore }));
+      app.use(((error, _request, response, _next) => {
+        const status = (error as { status?: number }).status ?? 500;
+        response.status(status).json({ hostErrorHandler: (error as Error).message, statusCode: status });
+      }) as express.ErrorRequestHandler);
       const server = createServer(app);
       server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
       const origin = await listenNode(server);
-      return { origin, clock, petstore, stores, hostCalls, close: () => closeNodeServer(server) };
+      return { origin, clock, petstore, stores, hostCalls, abortions, close: () => closeNodeServer(server) };
     },
   };
 }
 
-/** The Fetch entry served by @hono/node-server; no host routes. */
+/**
+ * `http.createServer` with the core's `petstoreNodeHandler`, no framework: a wrapper that may refuse before the
+ * API, and host routes served by the handler's `fallback` (`/reports` behind `petstore.guard`).
+ */
+const nodeImpl: ServerImpl = {
+  name: 'node:http',
+  capabilities: { hostRoutes: true, hostJsonParser: undefined, prefixRouting: 'api' },
+  async start(options) {
+    const { clock, petstore, stores, hostCalls, abortions } = testPetstore(options);
+    const json = (response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) =>
+      writeNodeResponse(response, { status, headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const api = petstoreNodeHandler(petstore, {
+      prefix: '/v1',
+      fallback: (request, response) => {
+        if (request.url === '/health') return json(response, 200, { ok: true });
+        if (request.url !== '/reports') return json(response, 404, { host: 'not found' });
+        void petstore
+          .guard({ method: request.method ?? 'GET', path: request.url, headers: request.headers, clientAddress: request.socket.remoteAddress })
+          .then((result) =>
+            result.allowed
+              ? json(response, 200, { accountId: result.principal.accountId }, result.headers)
+              : writeNodeResponse(response, result.response),
+          );
+      },
+    });
+    const server = createServer((request, response) => {
+      if (refusedByHost(request.headers)) json(response, 403, HOST_REFUSAL);
+      else api(request, response);
+    });
+    server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
+    const origin = await listenNode(server);
+    return { origin, clock, petstore, stores, hostCalls, abortions, close: () => closeNodeServer(server) };
+  },
+};
+
+/** The Fetch entry served by @hono/node-server, behind a wrapper that may refuse; no host routes. */
 const fetchImpl: ServerImpl = {
   name: 'fetch',
-  capabilities: { hostRoutes: false, hostJsonParser: undefined },
+  capabilities: { hostRoutes: false, hostJsonParser: undefined, prefixRouting: 'whatwg-url' },
   async start(options) {
-    const { clock, petstore, stores, hostCalls } = testPetstore(options);
+    const { clock, petstore, stores, hostCalls, abortions } = testPetstore(options);
     let server: Server | undefined;
     const address = await new Promise<AddressInfo>((resolve) => {
       server = serve(
         {
           fetch: (request, env) =>
-            petstore.fetch(request, {
-              clientAddress: 'incoming' in env ? env.incoming.socket.remoteAddress : undefined,
-              // Node 20 drops header fields past its limit without a word: tell the API so.
-              headersIncomplete: 'incoming' in env ? nodeHeadersCutOff(env.incoming) : false,
-            }),
+            request.headers.has(HOST_REFUSAL_HEADER)
+              ? Response.json(HOST_REFUSAL, { status: 403 })
+              : petstore.fetch(request, {
+                  clientAddress: 'incoming' in env ? env.incoming.socket.remoteAddress : undefined,
+                  // Node 20 drops header fields past its limit without a word: tell the API so.
+                  headersIncomplete: 'incoming' in env ? nodeHeadersCutOff(env.incoming) : false,
+                }),
           port: 0,
           hostname: '127.0.0.1',
         },
@@ -335,14 +441,17 @@ const fetchImpl: ServerImpl = {
     });
     const running = server as Server;
     running.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
-    return { origin: originOf(address), clock, petstore, stores, hostCalls, close: () => closeNodeServer(running) };
+    return { origin: originOf(address), clock, petstore, stores, hostCalls, abortions, close: () => closeNodeServer(running) };
   },
 };
 
 /** Every server implementation the contract runs against. */
 export const SERVER_IMPLS: readonly ServerImpl[] = [
   fastifyImpl,
-  expressImpl('express', false),
-  expressImpl('express+json', true),
+  expressImpl('express', express, false),
+  expressImpl('express+json', express, true),
+  expressImpl('express4', express4, false),
+  expressImpl('express4+json', express4, true),
+  nodeImpl,
   fetchImpl,
 ];

@@ -12,26 +12,44 @@ function petHandler() {
 }
 
 describe('default getPetById deprecation', () => {
-  it('is deprecated on 2026-01-01 with its sunset on 2027-01-01', () => {
-    expect(DEFAULT_DEPRECATIONS).toEqual({ getPetById: { deprecatedAtMs: DEPRECATED_AT_MS, sunsetAtMs: SUNSET_AT_MS } });
+  it('is deprecated since 2026-01-01, with no sunset', () => {
+    expect(DEFAULT_DEPRECATIONS).toEqual({ getPetById: { deprecatedAtMs: DEPRECATED_AT_MS } });
     expect(Object.isFrozen(DEFAULT_DEPRECATIONS.getPetById)).toBe(true);
   });
 
-  it('answers with Deprecation and Sunset headers and no Link', async () => {
+  it('answers with a Deprecation header, no Sunset and no Link', async () => {
     const getPetById = petHandler();
     const { petstore } = testPetstore({ handlers: { getPetById } });
     const response = await petstore.handle(request('/pets/1'));
     expect(response.status).toBe(200);
     expect(parse(response)).toEqual(PET);
-    expect(response.headers).toMatchObject({
-      deprecation: '@1767225600',
-      sunset: 'Fri, 01 Jan 2027 00:00:00 GMT',
-      'x-ratelimit-remaining': '59',
-    });
+    expect(response.headers).toMatchObject({ deprecation: '@1767225600', 'x-ratelimit-remaining': '59' });
+    expect(response.headers['sunset']).toBeUndefined();
     expect(response.headers['link']).toBeUndefined();
   });
 
-  it('sends the headers on 501, 400 and HEAD answers too', async () => {
+  it('never switches the operation off by itself: still 200 decades later', async () => {
+    const getPetById = petHandler();
+    const { petstore, clock } = testPetstore({ handlers: { getPetById } });
+    for (const year of [2027, 2030, 2100]) {
+      clock.set(Date.UTC(year, 0, 1));
+      expect((await petstore.handle(request('/pets/1'))).status).toBe(200);
+    }
+    expect(getPetById).toHaveBeenCalledTimes(3);
+  });
+
+  it('warns once, at creation, when the deprecated operation has a handler and no sunset', () => {
+    const withHandler = testPetstore({ handlers: { getPetById: petHandler() } });
+    expect(withHandler.warnings).toEqual([{ code: 'PETSTORE_DEPRECATED_WITHOUT_SUNSET', message: expect.stringContaining('deprecations.getPetById.sunsetAtMs') }]);
+    expect(testPetstore().warnings, 'no handler: the operation answers 501 anyway').toEqual([]);
+    const withSunset = testPetstore({
+      handlers: { getPetById: petHandler() },
+      deprecations: { getPetById: { deprecatedAtMs: DEPRECATED_AT_MS, sunsetAtMs: SUNSET_AT_MS } },
+    });
+    expect(withSunset.warnings).toEqual([]);
+  });
+
+  it('sends the Deprecation header on 501, 400 and HEAD answers too', async () => {
     const { petstore } = testPetstore();
     for (const [path, method, status] of [
       ['/pets/1', 'GET', 501],
@@ -40,7 +58,7 @@ describe('default getPetById deprecation', () => {
     ] as const) {
       const response = await petstore.handle(request(path, FREE_AUTH, method));
       expect(response.status).toBe(status);
-      expect(response.headers).toMatchObject({ deprecation: '@1767225600', sunset: 'Fri, 01 Jan 2027 00:00:00 GMT' });
+      expect(response.headers['deprecation']).toBe('@1767225600');
     }
   });
 
@@ -53,10 +71,20 @@ describe('default getPetById deprecation', () => {
       expect(response.headers['sunset']).toBeUndefined();
     }
   });
+});
+
+describe('a configured sunset', () => {
+  const withSunset = { getPetById: { deprecatedAtMs: DEPRECATED_AT_MS, sunsetAtMs: SUNSET_AT_MS } };
+
+  it('answers with Deprecation and Sunset headers', async () => {
+    const { petstore } = testPetstore({ handlers: { getPetById: petHandler() }, deprecations: withSunset });
+    const response = await petstore.handle(request('/pets/1'));
+    expect(response.headers).toMatchObject({ deprecation: '@1767225600', sunset: 'Fri, 01 Jan 2027 00:00:00 GMT' });
+  });
 
   it('serves until the millisecond before the sunset', async () => {
     const getPetById = petHandler();
-    const { petstore, clock } = testPetstore({ handlers: { getPetById } });
+    const { petstore, clock } = testPetstore({ handlers: { getPetById }, deprecations: withSunset });
     clock.set(SUNSET_AT_MS - 1);
     expect((await petstore.handle(request('/pets/1'))).status).toBe(200);
     expect(getPetById).toHaveBeenCalledTimes(1);
@@ -67,7 +95,7 @@ describe('default getPetById deprecation', () => {
     ['after the sunset', SUNSET_AT_MS + 86_400_000 * 400],
   ])('answers 410 gone %s, with the deprecation headers, without calling the handler', async (_label, nowMs) => {
     const getPetById = petHandler();
-    const { petstore, clock } = testPetstore({ handlers: { getPetById } });
+    const { petstore, clock } = testPetstore({ handlers: { getPetById }, deprecations: withSunset });
     clock.set(nowMs);
     const response = await petstore.handle(request('/pets/1'));
     expectError(response, 410, 'gone');
@@ -83,7 +111,7 @@ describe('default getPetById deprecation', () => {
   });
 
   it('answers 410 before checking petId, and HEAD without a body', async () => {
-    const { petstore, clock } = testPetstore();
+    const { petstore, clock } = testPetstore({ deprecations: withSunset });
     clock.set(SUNSET_AT_MS);
     expectError(await petstore.handle(request('/pets/abc')), 410, 'gone');
     const head = await petstore.handle(request('/pets/1', FREE_AUTH, 'HEAD'));
@@ -92,7 +120,7 @@ describe('default getPetById deprecation', () => {
   });
 
   it('still answers 401 without a key after the sunset, without deprecation headers', async () => {
-    const { petstore, clock } = testPetstore();
+    const { petstore, clock } = testPetstore({ deprecations: withSunset });
     clock.set(SUNSET_AT_MS);
     const response = await petstore.handle(request('/pets/1', {}));
     expectError(response, 401, 'unauthorized');
@@ -242,8 +270,10 @@ describe('deprecationHeaders and isGone', () => {
   });
 
   it('is gone from the sunset on, unless configured to serve or without a sunset', () => {
-    expect(isGone({ ...DEFAULT_DEPRECATIONS.getPetById!, afterSunset: 'gone' }, SUNSET_AT_MS - 1)).toBe(false);
-    expect(isGone(DEFAULT_DEPRECATIONS.getPetById!, SUNSET_AT_MS)).toBe(true);
+    const policy = { deprecatedAtMs: DEPRECATED_AT_MS, sunsetAtMs: SUNSET_AT_MS };
+    expect(isGone({ ...policy, afterSunset: 'gone' }, SUNSET_AT_MS - 1)).toBe(false);
+    expect(isGone(policy, SUNSET_AT_MS)).toBe(true);
+    expect(isGone(DEFAULT_DEPRECATIONS.getPetById!, Number.MAX_SAFE_INTEGER)).toBe(false);
     expect(isGone({ deprecatedAtMs: 0, sunsetAtMs: 1, afterSunset: 'serve' }, 2)).toBe(false);
     expect(isGone({ deprecatedAtMs: 0 }, Number.MAX_SAFE_INTEGER)).toBe(false);
   });

@@ -40,7 +40,45 @@ describe('host operation context', () => {
     expect(context.query.getAll('tag')).toEqual(['a', 'b']);
     expect(context.headers['x-request-id']).toBe('req-1');
     expect(context.stability).toBeUndefined();
-    expect(context.deprecation).toEqual({ deprecatedAtMs: Date.UTC(2026, 0, 1), sunsetAtMs: Date.UTC(2027, 0, 1) });
+    expect(context.deprecation).toEqual({ deprecatedAtMs: Date.UTC(2026, 0, 1) });
+    expect(context.signal).toBeInstanceOf(AbortSignal);
+    expect(context.signal.aborted).toBe(false);
+  });
+
+  it("hands the handler the request's signal, which aborts when the client goes away", async () => {
+    const controller = new AbortController();
+    let seen: AbortSignal | undefined;
+    const { petstore } = testPetstore({
+      handlers: {
+        getPetById: async ({ signal }) => {
+          seen = signal;
+          await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+          return { body: { aborted: signal.aborted } };
+        },
+      },
+    });
+    const answer = petstore.handle({ ...request('/pets/1'), signal: controller.signal });
+    await expect.poll(() => seen).toBe(controller.signal);
+    controller.abort();
+    expect(parse(await answer)).toEqual({ aborted: true });
+  });
+
+  it('answers 500 for a handler header the wire cannot carry, and drops framing headers', async () => {
+    const broken: Record<string, string>[] = [{ 'x-note': 'a\r\nb' }, { 'x-note': 'nul\u0000' }, { 'bad name': 'v' }, { 'x-note': 7 as unknown as string }];
+    for (const headers of broken) {
+      const { petstore, internalErrors } = testPetstore({ handlers: { getPetById: () => ({ body: {}, headers }) } });
+      const response = await petstore.handle(request('/pets/1'));
+      expectError(response, 500, 'internal_error');
+      expect(Object.keys(response.headers)).not.toContain('x-note');
+      expect(internalErrors).toHaveLength(1);
+    }
+    const { petstore } = testPetstore({
+      handlers: { getPetById: () => ({ body: { id: 1 }, headers: { 'Content-Length': '999', 'Transfer-Encoding': 'gzip', Connection: 'close', ETag: '"1"' } }) },
+    });
+    const response = await petstore.handle(request('/pets/1'));
+    expect(response.status).toBe(200);
+    expect(response.headers['etag']).toBe('"1"');
+    for (const name of ['content-length', 'transfer-encoding', 'connection']) expect(response.headers[name]).toBeUndefined();
   });
 
   it('passes an empty query, no deprecation and the configured stability to listStoreOrders', async () => {
@@ -102,6 +140,7 @@ describe('host operation result', () => {
 
   it("lets the library's headers win over the handler's headers of the same name, in any case", async () => {
     const { petstore } = testPetstore({
+      deprecations: { getPetById: { deprecatedAtMs: Date.UTC(2026, 0, 1), sunsetAtMs: Date.UTC(2027, 0, 1) } },
       handlers: {
         getPetById: () => ({
           body: { id: 1 },

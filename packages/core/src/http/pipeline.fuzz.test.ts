@@ -74,6 +74,8 @@ function fuzzPetstore(): TestPetstore {
       ban: { rejectedThreshold: 2, intervalMs: 60_000, durationMs: 15 * 60_000 },
     },
     handlers: HOST_HANDLERS,
+    // A sunset the clock jumps can reach, so that 410 answers happen too.
+    deprecations: { getPetById: { deprecatedAtMs: Date.UTC(2026, 0, 1), sunsetAtMs: Date.UTC(2027, 0, 1) } },
   });
 }
 

@@ -9,6 +9,7 @@ import { testCategoryStore, type TestCategoryStore } from '../storage/test-categ
 import { fakeClock, type FakeClock } from '../testing/fake-clock.js';
 import { createPetstore, type Petstore, type PetstoreOptions } from './pipeline.js';
 import type { PetstoreHeaders, PetstoreRequest, PetstoreResponse } from './types.js';
+import type { PetstoreWarning } from './warnings.js';
 
 /** A Free-plan API key (60 per minute, 1,000 per day). */
 export const FREE_KEY = 'free-key-4f9a0c2e7b';
@@ -54,6 +55,8 @@ export interface TestPetstore {
   rateLimitStore: TestRateLimitStore;
   /** Every error passed to `onInternalError`. */
   internalErrors: unknown[];
+  /** Every warning passed to `onWarning`. */
+  warnings: PetstoreWarning[];
 }
 
 /** Builds a petstore on 2026-01-01T00:00:00Z; `overrides` replace any option. */
@@ -62,6 +65,7 @@ export function testPetstore(overrides: Partial<PetstoreOptions> = {}): TestPets
   const categories = testCategoryStore();
   const rateLimitStore = testRateLimitStore();
   const internalErrors: unknown[] = [];
+  const warnings: PetstoreWarning[] = [];
   const petstore = createPetstore({
     apiKeys: staticApiKeys([
       { key: FREE_KEY, plan: 'free' },
@@ -71,7 +75,8 @@ export function testPetstore(overrides: Partial<PetstoreOptions> = {}): TestPets
     rateLimit: { store: rateLimitStore },
     clock,
     onInternalError: (error) => internalErrors.push(error),
+    onWarning: (warning) => warnings.push(warning),
     ...overrides,
   });
-  return { petstore, clock, categories, rateLimitStore, internalErrors };
+  return { petstore, clock, categories, rateLimitStore, internalErrors, warnings };
 }

@@ -189,11 +189,19 @@ describe('the OpenAPI document', () => {
     }
   });
 
-  it('marks getPetById, and only it, deprecated, with its sunset, Deprecation headers and 410', () => {
+  it('marks getPetById, and only it, deprecated by default: Deprecation headers, no sunset and no 410', () => {
     const document = defaultDocument();
     for (const { operation: entry } of operationsOf(document)) {
       expect(entry['deprecated']).toBe(entry['operationId'] === 'getPetById' ? true : undefined);
     }
+    const getPetById = operation(document, 'getPetById');
+    expect(getPetById['description']).toBeUndefined();
+    expect(Object.keys(getPetById['responses'] as Json)).not.toContain('410');
+  });
+
+  it('gives getPetById a configured sunset, its headers and 410', () => {
+    const deprecations = { getPetById: { deprecatedAtMs: Date.UTC(2026, 0, 1), sunsetAtMs: Date.UTC(2027, 0, 1) } };
+    const document = testPetstore({ deprecations }).petstore.openapi as unknown as Json;
     const getPetById = operation(document, 'getPetById');
     expect(getPetById['description']).toContain('Fri, 01 Jan 2027 00:00:00 GMT');
     const responses = getPetById['responses'] as Record<string, Json>;

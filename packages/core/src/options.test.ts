@@ -1,0 +1,114 @@
+/**
+ * Wrong options fail once, at creation, with a TypeError that names the option and what it accepts — never a
+ * 500 or 503 on every request.
+ */
+import { describe, expect, it } from 'vitest';
+import { staticApiKeys, type StaticApiKey } from './auth/api-key.js';
+import { createPetstore, type PetstoreOptions } from './http/pipeline.js';
+import { testRateLimitStore } from './rate-limit/test-store.js';
+import { createRateLimiter } from './rate-limit/engine.js';
+import { testCategoryStore } from './storage/test-category-store.js';
+import { fakeClock } from './testing/fake-clock.js';
+
+const SECRET = 'sk_live_do-not-echo-4f9a';
+
+function valid(): PetstoreOptions {
+  return {
+    apiKeys: staticApiKeys([{ key: SECRET, plan: 'free' }]),
+    categories: testCategoryStore(),
+    rateLimit: { store: testRateLimitStore() },
+    onWarning: () => undefined,
+  };
+}
+
+/** The TypeError `create` throws. */
+function typeErrorOf(create: () => unknown): TypeError {
+  try {
+    create();
+  } catch (error) {
+    expect(error).toBeInstanceOf(TypeError);
+    return error as TypeError;
+  }
+  throw new Error('expected a TypeError, nothing was thrown');
+}
+
+describe('createPetstore checks its options at creation', () => {
+  it('accepts valid options', () => {
+    expect(() => createPetstore(valid())).not.toThrow();
+  });
+
+  it.each<[string, (options: PetstoreOptions) => unknown, RegExp]>([
+    ['no rate-limit store', (o) => ({ ...o, rateLimit: {} }), /rateLimit\.store is required: it must be a RateLimitStore \(an object with consume\(key, request\)\)$/],
+    ['a store without consume', (o) => ({ ...o, rateLimit: { store: {} } }), /rateLimit\.store\.consume is required: it must be a function/],
+    ['categories undefined', (o) => ({ ...o, categories: undefined }), /categories must be a CategoryStore .* \(got nothing\)/],
+    ['no categories at all', ({ categories: _omitted, ...o }) => o, /categories is required: it must be a CategoryStore/],
+    ['an API-key store that is a list', (o) => ({ ...o, apiKeys: [] }), /apiKeys\.findPrincipal is required/],
+    ['no API-key store', (o) => ({ ...o, apiKeys: undefined }), /apiKeys must be an ApiKeyStore .*staticApiKeys/],
+    ['a plan that does not exist', (o) => ({ ...o, rateLimit: { ...o.rateLimit, plans: { gold: { requestsPerMinute: 1, requestsPerDay: 1 } } } }), /rateLimit\.plans\.gold is not a plan \(plans: free, pro, business, enterprise\)/],
+    ['fractional limits', (o) => ({ ...o, rateLimit: { ...o.rateLimit, anonymous: { requestsPerMinute: 1.5, requestsPerDay: 5 } } }), /rateLimit\.anonymous\.requestsPerMinute must be a whole number/],
+    ['a ban without its interval', (o) => ({ ...o, rateLimit: { ...o.rateLimit, ban: { rejectedThreshold: 3, durationMs: 1000 } } }), /rateLimit\.ban/],
+    ['an unknown failure mode', (o) => ({ ...o, rateLimit: { ...o.rateLimit, onStoreFailure: { mode: 'retry' } } }), /rateLimit\.onStoreFailure\.mode must be \{ mode: 'fail-closed'.* \(got "retry"\)/],
+    ['fail-open without an insurance store', (o) => ({ ...o, rateLimit: { ...o.rateLimit, onStoreFailure: { mode: 'fail-open' } } }), /rateLimit\.onStoreFailure\.insuranceStore is required: it must be a RateLimitStore/],
+    ['an IPv6 subnet of 129 bits', (o) => ({ ...o, rateLimit: { ...o.rateLimit, ipv6Subnet: 129 } }), /rateLimit\.ipv6Subnet must be at most 128/],
+    ['a misspelt option', (o) => ({ ...o, ratelimit: {} }), /ratelimit is not an option \(options: apiKeys, categories, rateLimit/],
+    ['a handler for an operation that is not the host\'s', (o) => ({ ...o, handlers: { listCategories: () => ({}) } }), /handlers\.listCategories is not a host operation/],
+    ['a deprecation with a relative URL', (o) => ({ ...o, deprecations: { getPetById: { deprecatedAtMs: 0, documentationUrl: '/docs' } } }), /deprecations\.getPetById\.documentationUrl must be an absolute URL/],
+    ['a sunset before the deprecation', (o) => ({ ...o, deprecations: { getPetById: { deprecatedAtMs: 10, sunsetAtMs: 5 } } }), /deprecations\.getPetById the sunset \(sunsetAtMs\) must not precede/],
+    ['a stability marker that does not exist', (o) => ({ ...o, stability: { listStoreOrders: 'alpha' } }), /stability\.listStoreOrders must be 'experimental' or 'beta' \(got "alpha"\)/],
+    ['a body limit of 0', (o) => ({ ...o, bodyLimitBytes: 0 }), /bodyLimitBytes must be at least 1 \(got 0\)/],
+    ['a base path ending with /', (o) => ({ ...o, basePath: '/v1/' }), /basePath must be empty or start with "\/" and not end with "\/"/],
+    ['a clock without now()', (o) => ({ ...o, clock: { time: () => 0 } }), /clock\.now is required: it must be a function/],
+  ])('refuses %s', (_label, change, message) => {
+    const error = typeErrorOf(() => createPetstore(change(valid()) as PetstoreOptions));
+    expect(error.message).toMatch(/^createPetstore: /);
+    expect(error.message).toMatch(message);
+  });
+
+  it('names several problems at once', () => {
+    const error = typeErrorOf(() => createPetstore({ ...valid(), categories: undefined, bodyLimitBytes: -1 } as unknown as PetstoreOptions));
+    expect(error.message).toContain('categories must be');
+    expect(error.message).toContain('bodyLimitBytes must be');
+  });
+
+  it('refuses options that are not an object', () => {
+    expect(typeErrorOf(() => createPetstore(undefined as unknown as PetstoreOptions)).message).toMatch(/^createPetstore: the options /);
+  });
+});
+
+describe('staticApiKeys checks its entries', () => {
+  it.each<[string, unknown, RegExp]>([
+    ['a plan that does not exist', [{ key: SECRET, plan: 'gold' }], /\[0\]\.plan must be one of free, pro, business, enterprise \(got "gold"\)/],
+    ['an undefined key', [{ key: 'fine-key', plan: 'free' }, { key: undefined, plan: 'pro' }], /\[1\]\.key must be a string/],
+    ['an empty key', [{ key: '', plan: 'free' }], /\[0\]\.key must not be empty/],
+    ['enterprise limits that are not numbers', [{ key: SECRET, plan: 'enterprise', limits: { requestsPerMinute: '5', requestsPerDay: 10 } }], /\[0\]\.limits\.requestsPerMinute must be a whole number/],
+    ['a misspelt field', [{ key: SECRET, plan: 'free', acountId: 'acme' }], /\[0\]\.acountId is not a field of an API key/],
+    ['not an array', { key: SECRET, plan: 'free' }, /must be an array/],
+  ])('refuses %s, naming the entry, never the key', (_label, keys, message) => {
+    const error = typeErrorOf(() => staticApiKeys(keys as StaticApiKey[]));
+    expect(error.message).toMatch(/^staticApiKeys: /);
+    expect(error.message).toMatch(message);
+    expect(error.message).not.toContain(SECRET);
+  });
+
+  it('never quotes a key that is the wrong type either', () => {
+    const error = typeErrorOf(() => staticApiKeys([{ key: 123456789 as unknown as string, plan: 'free' }]));
+    expect(error.message).not.toContain('123456789');
+  });
+
+  it('refuses a key listed twice', () => {
+    expect(typeErrorOf(() => staticApiKeys([{ key: SECRET, plan: 'free' }, { key: SECRET, plan: 'pro' }])).message).toContain('listed twice');
+  });
+});
+
+describe('createRateLimiter checks its options at creation', () => {
+  it('refuses a missing store and a missing clock', () => {
+    const error = typeErrorOf(() => createRateLimiter({} as Parameters<typeof createRateLimiter>[0]));
+    expect(error.message).toMatch(/^createRateLimiter: /);
+    expect(error.message).toContain('store is required: it must be a RateLimitStore');
+    expect(error.message).toContain('clock is required: it must be a clock');
+  });
+
+  it('accepts a store and a clock', () => {
+    expect(() => createRateLimiter({ store: testRateLimitStore(), clock: fakeClock() })).not.toThrow();
+  });
+});
