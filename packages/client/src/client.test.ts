@@ -20,6 +20,7 @@ describe('operations', () => {
     expect(requests[0]?.init).toEqual({
       method: 'GET',
       headers: { authorization: 'Bearer secret-key', accept: 'application/json' },
+      signal: expect.any(AbortSignal),
     });
   });
 
@@ -30,6 +31,7 @@ describe('operations', () => {
       method: 'POST',
       headers: { authorization: 'Bearer secret-key', accept: 'application/json', 'content-type': 'application/json' },
       body: '{"name":"Dogs","description":"Canine breeds"}',
+      signal: expect.any(AbortSignal),
     });
   });
 

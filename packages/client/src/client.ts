@@ -1,48 +1,80 @@
 /**
- * `createPetstoreClient`: the two category operations of SPEC §4 over any fetch implementation, with
- * typed errors, the last `X-RateLimit-*` state, and retries that honour `Retry-After` (SPEC §8).
+ * `createPetstoreClient`: the two category operations over any fetch implementation, with typed errors,
+ * the last `X-RateLimit-*` state, retries that honour `Retry-After`, per-call cancellation and per-attempt
+ * timeouts.
  */
 import type { Category, NewCategory } from '@petstore/core';
+import { attemptSignal, raceAbort, sleepWithTimers } from './abort.js';
 import { PetstoreClientError, type PetstoreClientErrorCode } from './errors.js';
 import type { PetstoreFetch, PetstoreFetchInit } from './fetch-types.js';
 import { isConnectionNotEstablished } from './network.js';
 import { readRateLimitInfo, type RateLimitInfo } from './rate-limit-info.js';
 import { backoffDelayMs, parseRetryAfter, resolveRetryOptions, type RetryOptions } from './retry.js';
 
+/** The per-attempt timeout used when the `timeoutMs` option is not set, in ms. */
+export const DEFAULT_TIMEOUT_MS = 10_000;
+
 /** Options of {@link createPetstoreClient}. */
 export interface PetstoreClientOptions {
-  /** Base address including the path prefix, e.g. `http://127.0.0.1:3000/v1` (SPEC §1, §9). */
+  /** Base address including the path prefix, e.g. `http://127.0.0.1:3000/v1`. */
   baseUrl: string;
-  /** The API key, sent as `Authorization: Bearer <apiKey>` (SPEC §5). Never put into error messages. */
+  /** The API key, sent as `Authorization: Bearer <apiKey>`. Never put into error messages. */
   apiKey: string;
   /** Fetch implementation; the global `fetch` by default. node-fetch v3's default export fits as is. */
   fetch?: PetstoreFetch;
   /** Retry settings; see {@link RetryOptions} and {@link DEFAULT_RETRY}. */
   retry?: RetryOptions;
-  /** Waits `ms` milliseconds; `setTimeout` by default. Inject a fake in tests to move time instead. */
-  sleep?: (ms: number) => Promise<void>;
+  /**
+   * Most time one attempt may take, in ms (a finite number > 0; default {@link DEFAULT_TIMEOUT_MS}, 10 000):
+   * from calling fetch until the whole body is read. An attempt that runs out of time is aborted (its fetch
+   * `signal` aborts) and fails as `timeout`, which is retried like a network error after which the request
+   * may have been executed. An attempt never gets more than what is left of `retry.maxElapsedMs`. Measured
+   * with real timers (`setTimeout`), not with `now`/`sleep`.
+   */
+  timeoutMs?: number;
+  /**
+   * Waits `ms` milliseconds before a retry; by default a `setTimeout`-based wait that ends early when
+   * `signal` aborts. `signal` is the call's `signal` (`undefined` when the call has none): the wait should
+   * end when it aborts, though the call rejects at once either way. Inject a fake in tests to move time
+   * instead of waiting.
+   */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Current Unix epoch time in ms, for the time budget and HTTP-date `Retry-After`; `Date.now` by default. */
   now?: () => number;
   /** Source of numbers in [0, 1) for the backoff jitter; `Math.random` by default. */
   random?: () => number;
 }
 
+/** Per-call options of {@link PetstoreClient.listCategories} and {@link PetstoreClient.createCategory}. */
+export interface PetstoreCallOptions {
+  /**
+   * Cancels the call. When it aborts — before the call, during an attempt (the attempt's fetch signal aborts
+   * too) or during a wait between attempts — the call rejects at once with a {@link PetstoreClientError}
+   * whose `code` is `aborted` and whose `cause` is `signal.reason`, and sends nothing more. An `aborted`
+   * call is never retried. A POST aborted during its attempt may still have been executed by the server.
+   */
+  signal?: AbortSignal | undefined;
+}
+
 /** A client of the petstore categories API. Create it with {@link createPetstoreClient}. */
 export interface PetstoreClient {
   /**
-   * `GET /categories` (SPEC §4.1).
+   * `GET /categories`.
+   * @param options `signal` to cancel the call; see {@link PetstoreCallOptions}
    * @returns every category, in the server's order (id order for this library's server)
-   * @throws {@link PetstoreClientError} (`unauthorized`, `rate_limited`, `network_error`, …) once retries,
-   *   if any, are exhausted
+   * @throws {@link PetstoreClientError} (`unauthorized`, `rate_limited`, `network_error`, `timeout`, …) once
+   *   retries, if any, are exhausted; `aborted` at once when `options.signal` aborts
    */
-  listCategories(): Promise<Category[]>;
+  listCategories(options?: PetstoreCallOptions): Promise<Category[]>;
   /**
-   * `POST /categories` (SPEC §4.2) with the NewCategory as a JSON body.
+   * `POST /categories` with the NewCategory as a JSON body.
+   * @param options `signal` to cancel the call; see {@link PetstoreCallOptions}
    * @returns the created Category, with the id the service assigned
-   * @throws {@link PetstoreClientError} (`validation_failed`, `unauthorized`, `rate_limited`, …); retried
-   *   only where the category cannot have been created (see {@link createPetstoreClient})
+   * @throws {@link PetstoreClientError} (`validation_failed`, `unauthorized`, `rate_limited`, `timeout`, …);
+   *   retried only where the category cannot have been created (see {@link createPetstoreClient});
+   *   `aborted` at once when `options.signal` aborts
    */
-  createCategory(newCategory: NewCategory): Promise<Category>;
+  createCategory(newCategory: NewCategory, options?: PetstoreCallOptions): Promise<Category>;
   /**
    * The `X-RateLimit-*` values of the last answer that carried them (successes and errors alike, retries
    * included); `undefined` before the first such answer.
@@ -56,15 +88,6 @@ type RetryClass = 'safe' | 'unsafe' | 'never';
 type AttemptOutcome<T> =
   | { ok: true; value: T }
   | { ok: false; error: PetstoreClientError; retry: RetryClass; retryAfterMs: number | undefined };
-
-const MAX_TIMER_MS = 2 ** 31 - 1;
-
-async function sleepWithTimers(ms: number): Promise<void> {
-  // setTimeout overflows past 2^31 − 1 ms; wait in steps.
-  for (let left = ms; left > 0; left -= MAX_TIMER_MS) {
-    await new Promise((resolve) => setTimeout(resolve, Math.min(left, MAX_TIMER_MS)));
-  }
-}
 
 function isCategory(value: unknown): value is Category {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
@@ -100,31 +123,37 @@ function describeNetworkError(error: unknown): string {
 /**
  * Creates a client of the petstore categories API.
  *
- * **Errors.** Every failure rejects with one {@link PetstoreClientError}: `code` from the Error body (SPEC §7),
- * or `network_error` (no answer; `status` 0) or `invalid_response` (an error status without an Error body, or
- * a success without the expected JSON); `status`, `retryAfterSeconds` (when the answer had `Retry-After`) and
- * `attempts` (requests sent). A failure that is not retried is thrown after one request.
+ * **Errors.** Every failure rejects with one {@link PetstoreClientError}: `code` from the Error body, or
+ * `network_error` (no answer; `status` 0), `invalid_response` (an error status without an Error body, or a
+ * success without the expected JSON), `timeout` (the attempt ran out of time) or `aborted` (the call's
+ * `signal` aborted); `status`, `retryAfterSeconds` (when the answer had `Retry-After`) and `attempts`
+ * (requests sent). A failure that is not retried is thrown after one request.
  *
- * **Retries** (SPEC §8 rule 2). A call sends at most `retry.maxAttempts` requests (default 4) within
- * `retry.maxElapsedMs` (default 30 000 ms, measured with `now()` from the call's start). Retried:
+ * **Retries.** A call sends at most `retry.maxAttempts` requests (default 4) within `retry.maxElapsedMs`
+ * (default 30 000 ms, measured with `now()` from the call's start). Retried:
  * - 429 `rate_limited` (any 429 except `temporarily_banned`): safe for GET and POST alike, since the server
  *   refuses before executing anything;
  * - 503 (e.g. `service_unavailable`): GET only; a POST only with `retry.retryUnsafe: true`, since the create
  *   may have been applied;
  * - network errors: GET always; a POST only when the connection was never established (`ECONNREFUSED`,
- *   `ENOTFOUND`, … — see {@link CONNECTION_NOT_ESTABLISHED_CODES}), or with `retry.retryUnsafe: true`.
+ *   `ENOTFOUND`, … — see {@link CONNECTION_NOT_ESTABLISHED_CODES}), or with `retry.retryUnsafe: true`;
+ * - `timeout` of one attempt (`timeoutMs`, default 10 000 ms): like a network error after which the request
+ *   may have been executed — GET always, a POST only with `retry.retryUnsafe: true`.
  *
- * Never retried: 429 `temporarily_banned` (SPEC §8 rule 3: sending during a ban only prolongs trouble),
- * 400, 401, 404, 405, 413, 500, 507, `invalid_response`.
+ * Never retried: 429 `temporarily_banned` (sending during a ban only prolongs it), 400, 401, 404, 405, 413,
+ * 500, 507, `invalid_response`, `aborted`, and a `timeout` caused by the budget running out.
  *
  * Retry n (0 for the first) waits `max(Retry-After, random × min(maxDelayMs, baseDelayMs × 2^n))` ms:
  * never sooner than `Retry-After` allows, and exponential backoff with full jitter on top of it (defaults
- * 500 ms base, 8 000 ms cap). When that wait would end after the time budget, the call does not sleep: it
- * rejects at once with the last error — a `Retry-After` longer than the remaining budget therefore fails
- * fast instead of waiting or hammering.
+ * 500 ms base, 8 000 ms cap). When that wait would end at or after the end of the time budget, the call does
+ * not sleep: it rejects at once with the last error — a `Retry-After` longer than the remaining budget
+ * therefore fails fast instead of waiting or hammering. Each attempt gets `min(timeoutMs, what is left of
+ * the budget)`; when the budget runs out during an attempt, the call rejects with `timeout`.
  *
- * @throws TypeError when `baseUrl` is not an absolute URL, `apiKey` is empty, or no fetch is available
- * @throws RangeError on invalid retry settings
+ * **Cancellation.** Pass `{ signal }` to a call; see {@link PetstoreCallOptions}.
+ *
+ * @throws TypeError when `baseUrl` is not an absolute URL or `apiKey` is empty
+ * @throws RangeError when `timeoutMs` is not a finite number > 0, or on invalid retry settings
  */
 export function createPetstoreClient(options: PetstoreClientOptions): PetstoreClient {
   const { apiKey } = options;
@@ -137,84 +166,121 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
       ? (url, init) => globalThis.fetch(url, init)
       : () => Promise.reject(new TypeError('no global fetch: pass the fetch option')));
   const retry = resolveRetryOptions(options.retry);
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
+    throw new RangeError('timeoutMs must be a finite number > 0 (milliseconds)');
+  }
   const sleep = options.sleep ?? sleepWithTimers;
   const now = options.now ?? Date.now;
   const random = options.random ?? Math.random;
   let lastRateLimit: RateLimitInfo | undefined;
 
+  const abortedError = (init: PetstoreFetchInit, signal: AbortSignal, attempts: number) =>
+    new PetstoreClientError('aborted', `${init.method} ${categoriesUrl} was aborted`, { status: 0, attempts, cause: signal.reason });
+
+  /**
+   * One request, bounded by `limitMs`. `budgetBound`: the limit is what is left of the call's budget, so
+   * running out of it ends the call.
+   */
   async function attempt<T>(
     init: PetstoreFetchInit,
     accept: (value: unknown) => value is T,
     attempts: number,
+    callerSignal: AbortSignal | undefined,
+    limitMs: number,
+    budgetBound: boolean,
   ): Promise<AttemptOutcome<T>> {
-    const networkError = (cause: unknown, retryClass: RetryClass): AttemptOutcome<T> => ({
-      ok: false,
-      error: new PetstoreClientError('network_error', `${init.method} ${categoriesUrl} failed: ${describeNetworkError(cause)}`, {
-        status: 0,
-        attempts,
-        cause,
-      }),
-      retry: retryClass,
-      retryAfterMs: undefined,
-    });
-    let response;
+    const timeoutMessage = budgetBound
+      ? `${init.method} ${categoriesUrl} ran out of the call's ${retry.maxElapsedMs} ms budget`
+      : `${init.method} ${categoriesUrl} timed out after ${limitMs} ms`;
+    const deadline = attemptSignal(callerSignal, limitMs, timeoutMessage);
+    const { signal } = deadline;
+    // Whatever the fetch rejects with (undici's DOMException, node-fetch's AbortError, anything), the
+    // signal's state tells an aborted or timed-out attempt from a network error.
+    const failure = (cause: unknown, retryClass: RetryClass): AttemptOutcome<T> => {
+      if (callerSignal?.aborted) return { ok: false, error: abortedError(init, callerSignal, attempts), retry: 'never', retryAfterMs: undefined };
+      if (deadline.timedOut) {
+        const error = new PetstoreClientError('timeout', timeoutMessage, { status: 0, attempts, cause: signal.reason });
+        // Like a network error after sending; but when the budget ran out, nothing is left to retry with.
+        return { ok: false, error, retry: budgetBound ? 'never' : 'unsafe', retryAfterMs: undefined };
+      }
+      const message = `${init.method} ${categoriesUrl} failed: ${describeNetworkError(cause)}`;
+      return { ok: false, error: new PetstoreClientError('network_error', message, { status: 0, attempts, cause }), retry: retryClass, retryAfterMs: undefined };
+    };
     try {
-      response = await doFetch(categoriesUrl, init);
-    } catch (cause) {
-      return networkError(cause, isConnectionNotEstablished(cause) ? 'safe' : 'unsafe');
+      let response;
+      try {
+        response = await raceAbort(doFetch(categoriesUrl, { ...init, signal }), signal);
+      } catch (cause) {
+        return failure(cause, isConnectionNotEstablished(cause) ? 'safe' : 'unsafe');
+      }
+      lastRateLimit = readRateLimitInfo(response.headers) ?? lastRateLimit;
+      const { status } = response;
+      const retryAfter = parseRetryAfter(response.headers.get('retry-after'), now());
+      let text: string;
+      try {
+        text = await raceAbort(response.text(), signal);
+      } catch (cause) {
+        return failure(cause, 'unsafe'); // the server answered: the request was executed or refused
+      }
+      const json = parseJson(text);
+      const details = { status, attempts, retryAfterSeconds: retryAfter?.seconds };
+      if (status >= 200 && status < 300) {
+        if (json.ok && accept(json.value)) return { ok: true, value: json.value };
+        const message = `HTTP ${status} answer to ${init.method} ${categoriesUrl} is not the expected JSON`;
+        const cause = json.ok ? undefined : json.cause;
+        return { ok: false, error: new PetstoreClientError('invalid_response', message, { ...details, cause }), retry: 'never', retryAfterMs: undefined };
+      }
+      const body = json.ok ? errorBodyOf(json.value) : undefined;
+      const error = body
+        ? new PetstoreClientError(body.code, body.message, details)
+        : new PetstoreClientError('invalid_response', `HTTP ${status} answer to ${init.method} ${categoriesUrl} has no Error body`, {
+            ...details,
+            cause: json.ok ? undefined : json.cause,
+          });
+      const retryClass: RetryClass =
+        status === 429 ? (error.code === 'temporarily_banned' ? 'never' : 'safe') : status === 503 ? 'unsafe' : 'never';
+      return { ok: false, error, retry: retryClass, retryAfterMs: retryAfter?.delayMs };
+    } finally {
+      deadline.dispose();
     }
-    lastRateLimit = readRateLimitInfo(response.headers) ?? lastRateLimit;
-    const { status } = response;
-    const retryAfter = parseRetryAfter(response.headers.get('retry-after'), now());
-    let text: string;
-    try {
-      text = await response.text();
-    } catch (cause) {
-      return networkError(cause, 'unsafe'); // the server answered: the request was executed or refused
-    }
-    const json = parseJson(text);
-    const details = { status, attempts, retryAfterSeconds: retryAfter?.seconds };
-    if (status >= 200 && status < 300) {
-      if (json.ok && accept(json.value)) return { ok: true, value: json.value };
-      const message = `HTTP ${status} answer to ${init.method} ${categoriesUrl} is not the expected JSON`;
-      const cause = json.ok ? undefined : json.cause;
-      return { ok: false, error: new PetstoreClientError('invalid_response', message, { ...details, cause }), retry: 'never', retryAfterMs: undefined };
-    }
-    const body = json.ok ? errorBodyOf(json.value) : undefined;
-    const error = body
-      ? new PetstoreClientError(body.code, body.message, details)
-      : new PetstoreClientError('invalid_response', `HTTP ${status} answer to ${init.method} ${categoriesUrl} has no Error body`, {
-          ...details,
-          cause: json.ok ? undefined : json.cause,
-        });
-    const retryClass: RetryClass =
-      status === 429 ? (error.code === 'temporarily_banned' ? 'never' : 'safe') : status === 503 ? 'unsafe' : 'never';
-    return { ok: false, error, retry: retryClass, retryAfterMs: retryAfter?.delayMs };
   }
 
-  async function send<T>(init: PetstoreFetchInit, accept: (value: unknown) => value is T): Promise<T> {
+  async function send<T>(init: PetstoreFetchInit, accept: (value: unknown) => value is T, callOptions: PetstoreCallOptions | undefined): Promise<T> {
+    const signal = callOptions?.signal ?? undefined;
     const startedAt = now();
     const idempotent = init.method === 'GET';
+    let budgetLeftMs = retry.maxElapsedMs;
     for (let attempts = 1; ; attempts++) {
-      const outcome = await attempt(init, accept, attempts);
+      if (signal?.aborted) throw abortedError(init, signal, attempts - 1);
+      const budgetBound = budgetLeftMs <= timeoutMs;
+      const outcome = await attempt(init, accept, attempts, signal, budgetBound ? budgetLeftMs : timeoutMs, budgetBound);
       if (outcome.ok) return outcome.value;
       const retryable = outcome.retry === 'safe' || (outcome.retry === 'unsafe' && (idempotent || retry.retryUnsafe));
       if (!retryable || attempts >= retry.maxAttempts) throw outcome.error;
       const waitMs = Math.max(outcome.retryAfterMs ?? 0, backoffDelayMs(attempts - 1, retry, random));
-      const remainingMs = retry.maxElapsedMs - (now() - startedAt);
-      if (waitMs > remainingMs) throw outcome.error;
-      await sleep(waitMs);
+      // A wait that ends when the budget does would leave no time for the attempt after it.
+      if (waitMs >= retry.maxElapsedMs - (now() - startedAt)) throw outcome.error;
+      try {
+        await raceAbort(sleep(waitMs, signal), signal);
+      } catch (cause) {
+        if (signal?.aborted) throw abortedError(init, signal, attempts);
+        throw cause;
+      }
+      budgetLeftMs = retry.maxElapsedMs - (now() - startedAt);
+      if (budgetLeftMs <= 0) throw outcome.error; // the wait overran the budget (a late timer)
     }
   }
 
   const authorization = `Bearer ${apiKey}`;
   return {
-    listCategories: () =>
+    listCategories: (callOptions) =>
       send(
         { method: 'GET', headers: { authorization, accept: 'application/json' } },
         (value): value is Category[] => Array.isArray(value) && value.every(isCategory),
+        callOptions,
       ),
-    createCategory: (newCategory) =>
+    createCategory: (newCategory, callOptions) =>
       send(
         {
           method: 'POST',
@@ -222,6 +288,7 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
           body: JSON.stringify(newCategory),
         },
         isCategory,
+        callOptions,
       ),
     get lastRateLimit() {
       return lastRateLimit;

@@ -7,25 +7,36 @@ import type { ErrorCode } from '@petstore/core';
  * What went wrong:
  *
  * - one of the API's error codes (`ErrorCode` of `@petstore/core`, e.g. `unauthorized`, `validation_failed`,
- *   `rate_limited`, `temporarily_banned`, `service_unavailable`), taken from the Error body (SPEC §2, §7);
+ *   `rate_limited`, `temporarily_banned`, `service_unavailable`), taken from the Error body;
  * - `network_error`: no HTTP answer was received (connection refused or reset, DNS failure, the body could
  *   not be read); `status` is 0;
  * - `invalid_response`: an HTTP answer that is not what the API sends — an error status whose body is not
- *   an Error body (e.g. a proxy's HTML page), or a success whose body is not the expected JSON.
+ *   an Error body (e.g. a proxy's HTML page), or a success whose body is not the expected JSON;
+ * - `aborted`: the caller's `signal` aborted (before the call, during an attempt, or during a wait between
+ *   attempts); `cause` is the signal's `reason`, `status` is 0. Never retried;
+ * - `timeout`: the last attempt did not get its whole answer (headers and body) within the client's
+ *   `timeoutMs`, or the call's `retry.maxElapsedMs` budget ran out during an attempt; `status` is 0 and
+ *   `cause` is the `DOMException` named `TimeoutError` the attempt was aborted with.
  *
  * A code the server sends that this version does not know is passed through as is.
  */
-export type PetstoreClientErrorCode = ErrorCode | 'network_error' | 'invalid_response';
+export type PetstoreClientErrorCode = ErrorCode | 'network_error' | 'invalid_response' | 'aborted' | 'timeout';
 
 /** Fields of a {@link PetstoreClientError} besides `code` and `message`. */
 export interface PetstoreClientErrorDetails {
-  /** HTTP status of the answer; 0 when no answer was received (`network_error`). */
+  /** HTTP status of the answer; 0 when no (complete) answer was received (`network_error`, `timeout`, `aborted`). */
   status: number;
-  /** How many requests this call sent, the failed one included (1 when it was not retried). */
+  /**
+   * How many requests this call sent, the failed one included (1 when it was not retried; 0 when the call
+   * was `aborted` before sending anything).
+   */
   attempts: number;
   /** Whole seconds from the answer's `Retry-After` header (RFC 9110 §10.2.3), when it had one. */
   retryAfterSeconds?: number | undefined;
-  /** The underlying error (the fetch implementation's error for `network_error`, a JSON SyntaxError, …). */
+  /**
+   * The underlying error: the fetch implementation's error for `network_error`, the signal's `reason` for
+   * `aborted`, a `TimeoutError` `DOMException` for `timeout`, a JSON SyntaxError, …
+   */
   cause?: unknown;
 }
 
@@ -37,13 +48,16 @@ export interface PetstoreClientErrorDetails {
  */
 export class PetstoreClientError extends Error {
   override readonly name = 'PetstoreClientError';
-  /** The Error body's `code`, or `network_error` / `invalid_response`; see {@link PetstoreClientErrorCode}. */
+  /**
+   * The Error body's `code`, or `network_error` / `invalid_response` / `aborted` / `timeout`; see
+   * {@link PetstoreClientErrorCode}.
+   */
   readonly code: PetstoreClientErrorCode;
-  /** HTTP status of the (last) answer; 0 for `network_error`. */
+  /** HTTP status of the (last) answer; 0 for `network_error`, `timeout` and `aborted`. */
   readonly status: number;
   /** Whole seconds the server asked to wait (`Retry-After`), when the answer carried the header. */
   readonly retryAfterSeconds: number | undefined;
-  /** Requests sent by the call, retries included. */
+  /** Requests sent by the call, retries included (0 when it was aborted before the first). */
   readonly attempts: number;
 
   /**

@@ -1,11 +1,17 @@
 /**
- * @petstore/client — a fetch-based client of the petstore categories API (SPEC §4): typed errors, the
- * last `X-RateLimit-*` state, and retries that honour `Retry-After` with exponential backoff and full
- * jitter (SPEC §8).
+ * @petstore/client — a fetch-based client of the petstore categories API: typed errors, the last
+ * `X-RateLimit-*` state, retries that honour `Retry-After` with exponential backoff and full jitter,
+ * per-call cancellation (`signal`) and per-attempt timeouts (`timeoutMs`).
  *
  * @packageDocumentation
  */
-export { createPetstoreClient, type PetstoreClient, type PetstoreClientOptions } from './client.js';
+export {
+  DEFAULT_TIMEOUT_MS,
+  createPetstoreClient,
+  type PetstoreCallOptions,
+  type PetstoreClient,
+  type PetstoreClientOptions,
+} from './client.js';
 export {
   PetstoreClientError,
   isPetstoreClientError,

@@ -1,5 +1,5 @@
 /**
- * The rate-limit state the server reports on every answer (SPEC §8: `X-RateLimit-Limit`,
+ * The rate-limit state the server reports on every answer (`X-RateLimit-Limit`,
  * `X-RateLimit-Remaining`, `X-RateLimit-Reset`).
  */
 import type { PetstoreFetchHeaders } from './fetch-types.js';

@@ -112,10 +112,25 @@ describe('bounds', () => {
     expect(requests).toHaveLength(2);
   });
 
-  it('a wait that ends exactly at the budget is still made', async () => {
-    const { client, time } = setup([rateLimited('3'), ok], { retry: { maxElapsedMs: 3000 } });
+  it('a wait that ends exactly at the budget is not made: no time would be left for the next attempt', async () => {
+    const { client, requests, time } = setup([rateLimited('3'), ok], { retry: { maxElapsedMs: 3000 } });
+    expect(await rejection(client.listCategories())).toMatchObject({ code: 'rate_limited', attempts: 1 });
+    expect(time.sleeps).toEqual([]);
+    expect(requests).toHaveLength(1);
+  });
+
+  it('a wait that ends just before the budget does is made', async () => {
+    const { client, time } = setup([rateLimited('3'), ok], { retry: { maxElapsedMs: 3001 } });
     await expect(client.listCategories()).resolves.toEqual([]);
     expect(time.sleeps).toEqual([3000]);
+  });
+
+  it('gives up with the last error, sending nothing more, when a wait overruns the budget (a late timer)', async () => {
+    const time = fakeTime();
+    const lateSleep = async (ms: number) => time.advance(ms + 50);
+    const { client, requests } = setup([rateLimited('3'), ok], { retry: { maxElapsedMs: 3030 }, now: time.now, sleep: lateSleep });
+    expect(await rejection(client.listCategories())).toMatchObject({ code: 'rate_limited', attempts: 1 });
+    expect(requests).toHaveLength(1);
   });
 
   it('never retries a ban', async () => {
@@ -142,6 +157,7 @@ describe('bounds', () => {
     expect(() => resolveRetryOptions({ maxAttempts: 0 })).toThrow(RangeError);
     expect(() => resolveRetryOptions({ maxAttempts: 1.5 })).toThrow(RangeError);
     expect(() => resolveRetryOptions({ maxElapsedMs: -1 })).toThrow(RangeError);
+    expect(() => resolveRetryOptions({ maxElapsedMs: 0 })).toThrow(/retry\.maxElapsedMs/);
     expect(() => resolveRetryOptions({ baseDelayMs: Number.NaN })).toThrow(RangeError);
     expect(resolveRetryOptions({ maxAttempts: undefined })).toEqual(DEFAULT_RETRY);
   });

@@ -1,6 +1,6 @@
 /**
- * Retry settings, the backoff formula and `Retry-After` parsing (SPEC §8 rule 2: "A client should back off
- * exponentially and retry after the time in Retry-After").
+ * Retry settings, the backoff formula and `Retry-After` parsing: a client backs off exponentially and
+ * retries no sooner than the time in `Retry-After`.
  */
 
 /** How a {@link PetstoreClient} retries. Every field is optional; missing ones come from {@link DEFAULT_RETRY}. */
@@ -11,9 +11,11 @@ export interface RetryOptions {
    */
   maxAttempts?: number;
   /**
-   * Time budget of one call in ms, measured with `now()` from the call's start. A retry whose wait would
-   * end after the budget is not made: the call rejects at once with the last error instead of sleeping.
-   * Default 30 000.
+   * Time budget of one call in ms (a finite number > 0), measured with `now()` from the call's start; it
+   * bounds the waits between attempts and the attempts themselves. A retry whose wait would end at or after
+   * the budget is not made: the call rejects at once with the last error instead of sleeping. Each attempt
+   * gets at most what is left of the budget (and at most the client's `timeoutMs`); when the budget runs out
+   * during an attempt, the attempt is aborted and the call rejects with `timeout`. Default 30 000.
    */
   maxElapsedMs?: number;
   /** Base of the exponential backoff in ms: retry n (0-based) waits up to `baseDelayMs × 2^n`. Default 500. */
@@ -42,7 +44,8 @@ export const DEFAULT_RETRY: Readonly<ResolvedRetryOptions> = Object.freeze({
 
 /**
  * Fills in {@link DEFAULT_RETRY} and checks the values.
- * @throws RangeError when `maxAttempts` is not an integer ≥ 1 or a time is negative or not finite.
+ * @throws RangeError when `maxAttempts` is not an integer ≥ 1, `maxElapsedMs` is not a finite number > 0, or
+ *   `baseDelayMs` / `maxDelayMs` is negative or not finite.
  */
 export function resolveRetryOptions(retry: RetryOptions | undefined): ResolvedRetryOptions {
   const resolved: ResolvedRetryOptions = { ...DEFAULT_RETRY };
@@ -52,7 +55,11 @@ export function resolveRetryOptions(retry: RetryOptions | undefined): ResolvedRe
   if (!Number.isSafeInteger(resolved.maxAttempts) || resolved.maxAttempts < 1) {
     throw new RangeError('retry.maxAttempts must be an integer ≥ 1');
   }
-  for (const name of ['maxElapsedMs', 'baseDelayMs', 'maxDelayMs'] as const) {
+  // A zero budget would leave no time for even the first attempt.
+  if (!Number.isFinite(resolved.maxElapsedMs) || resolved.maxElapsedMs <= 0) {
+    throw new RangeError('retry.maxElapsedMs must be a finite number > 0');
+  }
+  for (const name of ['baseDelayMs', 'maxDelayMs'] as const) {
     if (!Number.isFinite(resolved[name]) || resolved[name] < 0) throw new RangeError(`retry.${name} must be a finite number ≥ 0`);
   }
   resolved.retryUnsafe = resolved.retryUnsafe === true;

@@ -6,10 +6,20 @@ import { createPetstoreClient, type PetstoreClientOptions } from './client.js';
 import { isPetstoreClientError, type PetstoreClientError } from './errors.js';
 import type { PetstoreFetch, PetstoreFetchInit, PetstoreFetchResponse } from './fetch-types.js';
 
-/** One scripted step: an answer, or a rejection of fetch itself (no answer received). */
+/**
+ * One scripted step: an answer, a rejection of fetch itself (no answer received), or a fetch that never
+ * answers.
+ *
+ * - `bodyHangs`: the headers arrive but the body never does; reading it rejects when the signal aborts.
+ * - `hang: 'until-aborted'`: no answer; the fetch rejects when its `init.signal` aborts, with `abortError`
+ *   when given (e.g. node-fetch's AbortError) and the signal's reason otherwise, as the global fetch does.
+ * - `hang: 'forever'`: no answer and no rejection, whatever the signal does (a fetch that ignores it).
+ */
 export type ScriptStep =
-  | { status: number; headers?: Record<string, string>; body?: unknown; bodyError?: unknown; takesMs?: number }
-  | { reject: unknown; takesMs?: number };
+  | { status: number; headers?: Record<string, string>; body?: unknown; bodyError?: unknown; bodyHangs?: boolean; takesMs?: number }
+  | { reject: unknown; takesMs?: number }
+  | { hang: 'until-aborted'; abortError?: unknown }
+  | { hang: 'forever' };
 
 /** A request the scripted fetch received, with the fake time at which it was sent. */
 export interface RecordedRequest {
@@ -18,15 +28,21 @@ export interface RecordedRequest {
   atMs: number;
 }
 
-/** A clock at `startMs` that only moves when `sleep` is called (or a step takes time). */
+/**
+ * A clock at `startMs` that only moves when `sleep` is called (or a step takes time). `sleeps` records each
+ * wait's ms, `sleepSignals` the signal each wait was given.
+ */
 export function fakeTime(startMs = 1_800_000_000_000) {
   let nowMs = startMs;
   const sleeps: number[] = [];
+  const sleepSignals: Array<AbortSignal | undefined> = [];
   return {
     sleeps,
+    sleepSignals,
     now: () => nowMs,
-    sleep: async (ms: number) => {
+    sleep: async (ms: number, signal?: AbortSignal) => {
       sleeps.push(ms);
+      sleepSignals.push(signal);
       nowMs += ms;
     },
     advance: (ms: number) => {
@@ -44,21 +60,33 @@ export function rateLimitHeaders(limit: number, remaining: number, resetAtSecond
   };
 }
 
-/** An Error body answer (SPEC §2) with the given status and extra headers. */
+/** An Error body answer with the given status and extra headers. */
 export function errorAnswer(status: number, code: string, headers: Record<string, string> = {}): ScriptStep {
   return { status, headers: { 'content-type': 'application/json', ...headers }, body: { code, message: `${code} message`, status } };
 }
 
+/** A promise that rejects with `error` (the signal's reason by default) when `signal` aborts, and never settles otherwise. */
+function rejectOnAbort(signal: AbortSignal | undefined, error?: unknown): Promise<never> {
+  return new Promise((_, reject) => {
+    const fail = () => reject(error ?? signal?.reason);
+    if (signal?.aborted) fail();
+    else signal?.addEventListener('abort', fail, { once: true });
+  });
+}
+
 /**
  * A fetch answering each call with the next step of `script` (the last step repeats when the script runs
- * out). Bodies that are not strings are sent as JSON.
+ * out). Bodies that are not strings are sent as JSON. `requested(n)` resolves once `n` requests were sent.
  */
 export function scriptedFetch(script: ScriptStep[], time?: { now(): number; advance(ms: number): void }) {
   const requests: RecordedRequest[] = [];
+  const waiters: Array<{ count: number; resolve: () => void }> = [];
   const fetch: PetstoreFetch = async (url, init) => {
     requests.push({ url, init, atMs: time?.now() ?? 0 });
+    for (const waiter of waiters.filter((w) => w.count <= requests.length)) waiter.resolve();
     const step = script[Math.min(requests.length - 1, script.length - 1)];
     if (step === undefined) throw new Error('empty script');
+    if ('hang' in step) return step.hang === 'forever' ? new Promise<never>(() => {}) : rejectOnAbort(init.signal, step.abortError);
     if (step.takesMs !== undefined) time?.advance(step.takesMs);
     if ('reject' in step) throw step.reject;
     const headers = new Map(Object.entries(step.headers ?? {}).map(([name, value]) => [name.toLowerCase(), value]));
@@ -66,13 +94,19 @@ export function scriptedFetch(script: ScriptStep[], time?: { now(): number; adva
       status: step.status,
       headers: { get: (name) => headers.get(name.toLowerCase()) ?? null },
       text: async () => {
+        if (step.bodyHangs) return rejectOnAbort(init.signal);
         if (step.bodyError !== undefined) throw step.bodyError;
         return typeof step.body === 'string' ? step.body : step.body === undefined ? '' : JSON.stringify(step.body);
       },
     };
     return response;
   };
-  return { fetch, requests };
+  const requested = (count: number) =>
+    new Promise<void>((resolve) => {
+      if (requests.length >= count) resolve();
+      else waiters.push({ count, resolve });
+    });
+  return { fetch, requests, requested };
 }
 
 /** The rejection of the global fetch (undici) for a refused connection. */
@@ -92,7 +126,7 @@ export function nodeFetchSystemError(code: string): Error {
 
 /**
  * A client on a scripted fetch and a fake clock. `sentAt()` gives each request's send time relative to the
- * start; `apiKey` is `secret-key`.
+ * start; `requested(n)` resolves once `n` requests were sent; `apiKey` is `secret-key`.
  */
 export function scriptedClient(script: ScriptStep[], options: Partial<PetstoreClientOptions> = {}) {
   const time = fakeTime();
@@ -106,7 +140,13 @@ export function scriptedClient(script: ScriptStep[], options: Partial<PetstoreCl
     ...options,
   });
   const startMs = time.now();
-  return { client, time, requests: server.requests, sentAt: () => server.requests.map((r) => r.atMs - startMs) };
+  return {
+    client,
+    time,
+    requests: server.requests,
+    requested: server.requested,
+    sentAt: () => server.requests.map((r) => r.atMs - startMs),
+  };
 }
 
 /** Resolves with the PetstoreClientError a promise rejects with; fails the test on anything else. */
