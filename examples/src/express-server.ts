@@ -6,8 +6,10 @@ import { petstoreCheckExpectation } from '@petstore/core/node';
 import express from 'express';
 import { readConfig, startupBanner } from './config.js';
 import { examplePetstore } from './petstore.js';
+import { exitGracefullyOnSignals, readShutdownTimeoutMs, trackRequests } from './shutdown.js';
 
 const config = readConfig();
+const shutdownTimeoutMs = readShutdownTimeoutMs();
 const api = await examplePetstore(config);
 const app = express();
 app.get('/health', (_request, response) => {
@@ -18,10 +20,17 @@ app.use('/v1', petstoreExpress({ petstore: api.petstore }));
 const server = app.listen(config.port, config.host);
 // Requests under /v1 whose Expect is not 100-continue are answered by the API (417 with the Error body).
 server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
+const requests = trackRequests(server);
 await once(server, 'listening');
 const { port } = server.address() as AddressInfo;
 console.log(startupBanner(config, `http://${config.host}:${port}`, 'Express'));
 
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => server.close(() => void api.close().then(() => process.exit(0))));
-}
+// SIGTERM / SIGINT: stop listening, answer the requests in flight, then close the storage and exit 0.
+exitGracefullyOnSignals({
+  timeoutMs: shutdownTimeoutMs,
+  inFlight: requests.count,
+  stop: async () => {
+    await requests.close();
+    await api.close();
+  },
+});

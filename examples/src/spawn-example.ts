@@ -1,38 +1,121 @@
 /**
- * Starts an example server as a user would (`tsx src/<server>.ts`, PORT=0) for tests, and stops them all.
+ * Starts an example server as a user would, for tests — `node --import tsx src/<server>.ts` in examples/, or
+ * an npm script of the repository (`npm start`) in its own process group — with PORT=0, and stops them all.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const examplesDir = fileURLToPath(new URL('..', import.meta.url));
+const repositoryDir = fileURLToPath(new URL('../..', import.meta.url));
 const running: ChildProcess[] = [];
 
-/** Stops every server started by {@link startExample}. */
-export function stopExamples(): void {
-  for (const child of running.splice(0)) child.kill('SIGTERM');
+/** How a process ended: its exit code, or the signal that ended it. */
+export interface ProcessEnd {
+  code: number | null;
+  signal: NodeJS.Signals | null;
 }
 
-/** Starts a server and resolves with everything it printed once it says where it listens. */
-export function startExample(script: string, env: Record<string, string>): Promise<{ url: string; output: string }> {
+/** A started example whose banner said where it listens. */
+export interface RunningExample {
+  /** `http://127.0.0.1:<port>` */
+  url: string;
+  /** What it printed (stdout and stderr) up to its banner. */
+  output: string;
+  child: ChildProcess;
+  /** Everything it printed so far. */
+  printed(): string;
+  /** Resolves once what it printed matches `pattern`; rejects after `timeoutMs` or when it exits first. */
+  waitForOutput(pattern: RegExp, timeoutMs?: number): Promise<void>;
+  /** Resolves when the process has exited. */
+  exited: Promise<ProcessEnd>;
+}
+
+/**
+ * Stops every process started here that still runs: a server with SIGTERM, an npm script's whole process
+ * group with SIGKILL (a test that got this far without stopping it has failed already).
+ */
+export function stopExamples(): void {
+  for (const child of running.splice(0)) {
+    if (child.pid === undefined) continue;
+    if (child.spawnargs[0] === 'npm') {
+      // Even after npm has exited: what it started may still run in its group.
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // the group is gone
+      }
+    } else if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+    }
+  }
+}
+
+/** Starts `examples/src/<script>` and resolves once it prints where it listens. */
+export function startExample(script: string, env: Record<string, string>): Promise<RunningExample> {
   const child = spawn(process.execPath, ['--import', 'tsx', `src/${script}`], {
     cwd: examplesDir,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  return whenListening(child);
+}
+
+/**
+ * Runs `npm <args>` (e.g. `start`) at the repository root as a user would from a shell — without the
+ * `npm_*` variables of the npm running these tests — in a process group of its own, so that
+ * {@link stopExamples} can end every process it started. Resolves once the server prints where it listens.
+ */
+export function startNpmScript(args: string[], env: Record<string, string>): Promise<RunningExample> {
+  const userEnv = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^npm_/i.test(name)));
+  const child = spawn('npm', args, {
+    cwd: repositoryDir,
+    env: { ...userEnv, PORT: '0', HOST: '127.0.0.1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  return whenListening(child);
+}
+
+function whenListening(child: ChildProcess): Promise<RunningExample> {
   running.push(child);
-  return new Promise((resolve, reject) => {
-    let output = '';
-    const timer = setTimeout(() => reject(new Error(`no banner after 20 s:\n${output}`)), 20_000);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      const url = /listening on (http:\/\/[\d.]+:\d+)\/v1/.exec(output)?.[1];
-      if (url && /curl|API key\(s\) loaded/.test(output)) {
+  let printed = '';
+  const waiters = new Set<() => void>();
+  const onData = (chunk: Buffer) => {
+    printed += chunk.toString();
+    for (const check of waiters) check();
+  };
+  child.stdout?.on('data', onData);
+  child.stderr?.on('data', onData);
+  const exited = new Promise<ProcessEnd>((resolve) => {
+    child.once('exit', (code, signal) => {
+      resolve({ code, signal });
+      for (const check of waiters) check();
+    });
+  });
+
+  const waitForOutput = (pattern: RegExp, timeoutMs = 20_000) =>
+    new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => finish(new Error(`not printed within ${timeoutMs} ms: ${pattern}\n${printed}`)), timeoutMs);
+      const finish = (error?: Error) => {
         clearTimeout(timer);
-        setTimeout(() => resolve({ url, output }), 50);
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`exited with ${code}:\n${output}`)));
+        waiters.delete(check);
+        if (error) reject(error);
+        else resolve();
+      };
+      const check = () => {
+        if (pattern.test(printed)) finish();
+        else if (child.exitCode !== null || child.signalCode !== null) {
+          finish(new Error(`exited (${child.exitCode ?? child.signalCode}) before printing ${pattern}:\n${printed}`));
+        }
+      };
+      waiters.add(check);
+      check();
+    });
+
+  return waitForOutput(/listening on http:\/\/[\d.]+:\d+\/v1[^]*(curl|API key\(s\) loaded)/).then(async () => {
+    // The rest of the banner comes in the same write or right after it.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const url = /listening on (http:\/\/[\d.]+:\d+)\/v1/.exec(printed)![1]!;
+    return { url, output: printed, child, printed: () => printed, waitForOutput, exited };
   });
 }
