@@ -431,7 +431,6 @@ export function defineHostileCases(impl: ServerImpl): void {
     await server?.close();
   });
 
-  const expressRouting = impl.capabilities.prefixRouting === 'express' || impl.capabilities.prefixRouting === 'express4';
   /** express.json() (limit 100 kB) reads the body before the API, and inflates gzip itself. */
   const expressBodyParser = impl.capabilities.hostJsonParser === 'express';
 

@@ -56,20 +56,3 @@ function linkTarget(url: string): string {
 export function isGone(policy: DeprecationPolicy, nowMs: number): boolean {
   return policy.sunsetAtMs !== undefined && nowMs >= policy.sunsetAtMs && (policy.afterSunset ?? 'gone') === 'gone';
 }
-
-/**
- * Checks a policy from configuration.
- * @throws TypeError on a non-integer time, a sunset before the deprecation, or a URL that does not parse.
- */
-export function assertDeprecationPolicy(operationId: string, policy: DeprecationPolicy): void {
-  const where = `deprecations.${operationId}`;
-  if (!Number.isSafeInteger(policy.deprecatedAtMs)) throw new TypeError(`${where}.deprecatedAtMs must be epoch ms`);
-  if (policy.sunsetAtMs !== undefined) {
-    if (!Number.isSafeInteger(policy.sunsetAtMs)) throw new TypeError(`${where}.sunsetAtMs must be epoch ms`);
-    if (policy.sunsetAtMs < policy.deprecatedAtMs) throw new TypeError(`${where}: the sunset precedes the deprecation`);
-  }
-  for (const field of ['documentationUrl', 'sunsetUrl'] as const) {
-    const url = policy[field];
-    if (url !== undefined && !URL.canParse(url)) throw new TypeError(`${where}.${field} is not a URL`);
-  }
-}

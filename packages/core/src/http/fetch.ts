@@ -16,11 +16,11 @@ export async function handleFetch(
 ): Promise<Response> {
   const url = new URL(request.url);
   const path = pathBelowPrefix(url.pathname + url.search, petstore.basePath);
-  const answer = path === undefined ? notFoundOutsideThePrefix() : await petstore.handle(petstoreRequest(request, url, path, info));
+  const answer = path === undefined ? notFoundOutsideThePrefix() : await petstore.handle(petstoreRequest(request, path, info));
   return new Response(answer.body ?? null, { status: answer.status, headers: answer.headers });
 }
 
-function petstoreRequest(request: Request, url: URL, path: string, info: FetchInfo | undefined): PetstoreRequest {
+function petstoreRequest(request: Request, path: string, info: FetchInfo | undefined): PetstoreRequest {
   const headers: Record<string, string> = {};
   request.headers.forEach((value, name) => {
     headers[name] = value;
