@@ -1,21 +1,21 @@
 /**
  * One error class, a closed set of error codes, one code → HTTP status map.
  *
- * Every error answer of the API has the Error body of SPEC §2 — exactly `{ code, message, status }` —
+ * Every error answer of the API has the Error body — exactly `{ code, message, status }` —
  * and nothing else: no stack trace, no cause, no internals.
  */
 
 /**
- * The closed set of error codes and the HTTP status each one answers with (SPEC §7).
+ * The closed set of error codes and the HTTP status each one answers with.
  *
- * - `validation_failed` 400: the body is JSON but not a valid NewCategory (SPEC §4.2 rule 1).
- * - `invalid_json` 400: the body is empty, not valid UTF-8, or not valid JSON (SPEC §7).
- * - `invalid_content_type` 400: a body-carrying request without `Content-Type: application/json` (SPEC §7
- *   puts a missing JSON content type under 400, so this is not 415).
- * - `unauthorized` 401: the API key is missing or invalid (SPEC §5).
+ * - `validation_failed` 400: the body is JSON but not a valid NewCategory.
+ * - `invalid_json` 400: the body is empty, not valid UTF-8, or not valid JSON.
+ * - `invalid_content_type` 400: a body-carrying request without `Content-Type: application/json` (the
+ *   contract puts a missing JSON content type under 400, so this is not 415).
+ * - `unauthorized` 401: the API key is missing or invalid.
  * - `not_found` 404: no operation at this path under the API prefix.
  * - `method_not_allowed` 405: the path exists but not with this method; the answer carries `Allow`.
- * - `gone` 410: the operation is past its sunset date (SPEC §9, RFC 8594).
+ * - `gone` 410: the operation is past its sunset date (RFC 8594).
  * - `payload_too_large` 413: the body is over the configured limit (default 1 MiB).
  * - `unsupported_encoding` 415: the body is sent with a transfer coding other than `chunked` or a content
  *   coding other than `identity` (RFC 9110 §15.5.16); the answer carries `Accept-Encoding: identity`.
@@ -23,8 +23,8 @@
  *   §10.1.1).
  * - `header_fields_too_large` 431: the server dropped header fields past its limit (Node 20 does so
  *   silently past `maxHeadersCount`), so a header sent twice may have gone unseen (RFC 6585 §5).
- * - `rate_limited` 429: a rate-limit window is exhausted (SPEC §8 rule 1); carries `Retry-After`.
- * - `temporarily_banned` 429: the key kept sending after being limited (SPEC §8 rule 3); carries `Retry-After`.
+ * - `rate_limited` 429: a rate-limit window is exhausted; carries `Retry-After`.
+ * - `temporarily_banned` 429: the key kept sending after being limited; carries `Retry-After`.
  * - `internal_error` 500: an unexpected failure; the message never says more than that.
  * - `not_implemented` 501: the operation exists but the host application supplied no handler for it.
  * - `service_unavailable` 503: a store is unreachable or too slow; nothing was done; carries `Retry-After`.
@@ -56,7 +56,7 @@ export type ErrorCode = keyof typeof ERROR_STATUS;
 /** Every error code, in a stable order. */
 export const ERROR_CODES = Object.freeze(Object.keys(ERROR_STATUS) as ErrorCode[]);
 
-/** The Error body of SPEC §2: `code` (machine-readable), `message` (human-readable), `status` (HTTP status). */
+/** The Error body: `code` (machine-readable), `message` (human-readable), `status` (HTTP status). */
 export interface ErrorBody {
   code: ErrorCode;
   message: string;
@@ -89,7 +89,7 @@ export class PetstoreError extends Error {
     this.retryAfterSeconds = options?.retryAfterSeconds;
   }
 
-  /** The Error body (SPEC §2) for this error. */
+  /** The Error body for this error. */
   toBody(): ErrorBody {
     return errorBody(this.code, this.message);
   }
@@ -102,7 +102,7 @@ export function isPetstoreError(value: unknown): value is PetstoreError {
   return typeof code === 'string' && Object.hasOwn(ERROR_STATUS, code);
 }
 
-/** Builds the Error body of SPEC §2 for a code; `status` always comes from {@link ERROR_STATUS}. */
+/** Builds the Error body for a code; `status` always comes from {@link ERROR_STATUS}. */
 export function errorBody(code: ErrorCode, message: string): ErrorBody {
   return { code, message, status: ERROR_STATUS[code] };
 }

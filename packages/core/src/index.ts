@@ -1,5 +1,5 @@
 /**
- * @petstore/core — the framework-free core of the petstore categories API (SPEC §2–§9): schemas, errors,
+ * @petstore/core — the framework-free core of the petstore categories API: schemas, errors,
  * bearer auth, the rate-limit engine, storage contracts and the transport-neutral pipeline.
  *
  * @packageDocumentation

@@ -22,7 +22,7 @@ export const DEFAULT_MAX_CATEGORIES = 10_000;
 
 /**
  * A category store in process memory, bounded by `maxCategories`. Ids start at 1 and increase by 1 per
- * create (a safe integer, the spec's int64). Records are frozen, so callers cannot alter stored data; `list()`
+ * create (a safe integer, the contract's int64). Records are frozen, so callers cannot alter stored data; `list()`
  * answers one frozen array until the next create.
  *
  * @throws TypeError when `maxCategories` is not a whole number ≥ 1.

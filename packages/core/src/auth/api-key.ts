@@ -1,5 +1,5 @@
 /**
- * API keys (SPEC §5): held only as SHA-256 digests, compared in constant time, never stored, logged or
+ * API keys: held only as SHA-256 digests, compared in constant time, never stored, logged or
  * echoed in plaintext.
  */
 import { hash, timingSafeEqual } from 'node:crypto';
@@ -60,7 +60,7 @@ export interface StaticApiKey {
   plan: PlanName;
   /** Account the key belongs to. Default: the key's `keyId`. */
   accountId?: string;
-  /** Custom limits (needed for `enterprise`, see SPEC §8). */
+  /** Custom limits (needed for `enterprise`, whose limits are "custom"). */
   limits?: PlanLimits;
 }
 

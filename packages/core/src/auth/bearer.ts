@@ -1,5 +1,5 @@
 /**
- * Parsing of `Authorization: Bearer <API_KEY>` (SPEC §5, RFC 6750 §2.1) and the `WWW-Authenticate`
+ * Parsing of `Authorization: Bearer <API_KEY>` (RFC 6750 §2.1) and the `WWW-Authenticate`
  * challenge of a 401 answer (RFC 6750 §3).
  */
 

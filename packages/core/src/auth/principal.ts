@@ -1,9 +1,9 @@
-/** The account plans of SPEC §8. */
+/** The account plans. */
 export const PLAN_NAMES = ['free', 'pro', 'business', 'enterprise'] as const;
-/** One of the account plans of SPEC §8. */
+/** One of the account plans. */
 export type PlanName = (typeof PLAN_NAMES)[number];
 
-/** Requests allowed per minute and per day (SPEC §8 table). Both are whole numbers ≥ 0. */
+/** Requests allowed per minute and per day (the plan table: see the README). Both are whole numbers ≥ 0. */
 export interface PlanLimits {
   requestsPerMinute: number;
   requestsPerDay: number;
@@ -13,10 +13,10 @@ export interface PlanLimits {
  * Who is calling: resolved from a valid API key by an {@link ApiKeyStore}.
  *
  * - `keyId`: a stable, non-secret identifier of the API key; rate-limit counters and bans are kept per key
- *   (SPEC §8 rule 3 bans "the API key"). Never the key itself.
+ *   (a ban applies to the API key). Never the key itself.
  * - `accountId`: the account the key belongs to.
  * - `plan`: the account's plan; selects the limits.
- * - `limits`: custom limits; required in practice for `enterprise` ("custom" in SPEC §8), and also accepted
+ * - `limits`: custom limits; required in practice for `enterprise` ("custom" in the plan table), and also accepted
  *   for other plans as an override.
  */
 export interface Principal {
@@ -26,7 +26,7 @@ export interface Principal {
   limits?: PlanLimits;
 }
 
-/** True when `value` names a plan of SPEC §8. */
+/** True when `value` names an account plan. */
 export function isPlanName(value: string): value is PlanName {
   return (PLAN_NAMES as readonly string[]).includes(value);
 }

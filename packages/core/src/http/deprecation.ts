@@ -1,5 +1,5 @@
 /**
- * Deprecation and sunset of operations (SPEC §9): `Deprecation` (RFC 9745), `Sunset` (RFC 8594) and `Link`
+ * Deprecation and sunset of operations: `Deprecation` (RFC 9745), `Sunset` (RFC 8594) and `Link`
  * headers, and 410 after the sunset.
  */
 import type { OperationId } from './operations.js';

@@ -1,15 +1,15 @@
 /**
- * The API's operations (SPEC §1, §4, §9): where each lives below the prefix, who implements it, and what is
+ * The API's operations: where each lives below the prefix, who implements it, and what is
  * public. One table drives routing and the OpenAPI description, so they cannot drift.
  */
 
 /** The operationIds of the service. `getPetById` and `listStoreOrders` are implemented by the host. */
 export type OperationId = 'listCategories' | 'createCategory' | 'getPetById' | 'listStoreOrders' | 'getOpenApiDocument';
 
-/** Operations whose handlers the host application supplies (SPEC §1 shows only that they exist). */
+/** Operations whose handlers the host application supplies (the contract shows only that they exist). */
 export type HostOperationId = 'getPetById' | 'listStoreOrders';
 
-/** Stability markers carried in the `x-stability` extension (SPEC §9). */
+/** Stability markers carried in the `x-stability` extension. */
 export type Stability = 'experimental' | 'beta';
 
 /** One operation of the table. */

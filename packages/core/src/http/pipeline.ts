@@ -14,7 +14,7 @@
  *    NewCategory validation → 400; for host operations: path parameters → 400, no handler → 501;
  * 8. the operation itself.
  * Every answer carries the `X-RateLimit-*` headers once step 2 has run; every error answer has the Error
- * body of SPEC §2 and nothing more. Steps 1–3 are also offered alone, as {@link Petstore.guard}, for the
+ * body and nothing more. Steps 1–3 are also offered alone, as {@link Petstore.guard}, for the
  * host's own routes.
  */
 import { hashApiKey, type ApiKeyStore } from '../auth/api-key.js';
@@ -48,7 +48,7 @@ import { DEFAULT_PREFIX } from './prefix.js';
 import { warningsOnce, type PetstoreWarning } from './warnings.js';
 import type { PetstoreHeaders, PetstoreRequest, PetstoreRequestBody, PetstoreResponse } from './types.js';
 
-/** What a host handler receives (SPEC §1: the pets and store-order operations are the host's). */
+/** What a host handler receives (the pets and store-order operations are the host's). */
 export interface HostOperationContext {
   operationId: HostOperationId;
   /** The authenticated caller. */
@@ -58,9 +58,9 @@ export interface HostOperationContext {
   /** The query string. */
   query: URLSearchParams;
   headers: PetstoreHeaders;
-  /** The operation's stability marker, if configured (SPEC §9). */
+  /** The operation's stability marker, if configured. */
   stability: Stability | undefined;
-  /** The operation's deprecation, if any (SPEC §9). */
+  /** The operation's deprecation, if any. */
   deprecation: DeprecationPolicy | undefined;
   /**
    * Aborted when the client goes away before the answer is sent (the adapters and the Fetch entry wire it to
@@ -86,11 +86,11 @@ export type HostOperationHandler = (context: HostOperationContext) => HostOperat
 
 /** Options of {@link createPetstore}. */
 export interface PetstoreOptions {
-  /** Resolves API keys to principals (SPEC §5). */
+  /** Resolves API keys to principals. */
   apiKeys: ApiKeyStore;
   /** Where categories live. */
   categories: CategoryStore;
-  /** Rate limiting (SPEC §8): the store(s), and optionally plans, anonymous limits, bans, failure policy. */
+  /** Rate limiting: the store(s), and optionally plans, anonymous limits, bans, failure policy. */
   rateLimit: Omit<RateLimiterOptions, 'clock'>;
   /** Handlers of the host's operations (`getPetById`, `listStoreOrders`). Missing ones answer 501. */
   handlers?: Partial<Record<HostOperationId, HostOperationHandler>>;
@@ -100,7 +100,7 @@ export interface PetstoreOptions {
    * default per operation; `null` removes one.
    */
   deprecations?: Partial<Record<OperationId, DeprecationPolicy | null>>;
-  /** Stability markers per operation, e.g. `{ listStoreOrders: 'beta' }` (SPEC §9). Default: none. */
+  /** Stability markers per operation, e.g. `{ listStoreOrders: 'beta' }`. Default: none. */
   stability?: Partial<Record<OperationId, Stability>>;
   /** The OpenAPI description's servers, title and description. */
   openapi?: OpenApiOptions;
@@ -110,7 +110,7 @@ export interface PetstoreOptions {
   bodyLimitBytes?: number;
   /** The realm of the `WWW-Authenticate` challenge on 401 answers. Default `petstore`. */
   realm?: string;
-  /** Path prefix of the API for the Fetch entry ({@link Petstore.fetch}). Default `/v1` (SPEC §9). */
+  /** Path prefix of the API for the Fetch entry ({@link Petstore.fetch}). Default `/v1`. */
   basePath?: string;
   /** Called with every event: unauthorized, rate_limited, banned, internal_error (see `PetstoreEvent`). */
   onEvent?: (event: PetstoreEvent) => void;

@@ -37,7 +37,7 @@ export function parse(response: PetstoreResponse): unknown {
   return JSON.parse(response.body) as unknown;
 }
 
-/** Asserts an Error answer (SPEC §2): exactly code, message and status, the status matching the HTTP status. */
+/** Asserts an Error answer: exactly code, message and status, the status matching the HTTP status. */
 export function expectError(response: PetstoreResponse, status: number, code: string): void {
   expect(response.status).toBe(status);
   expect(response.headers['content-type']).toBe('application/json; charset=utf-8');

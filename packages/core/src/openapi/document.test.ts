@@ -271,7 +271,7 @@ describe('the OpenAPI document', () => {
     expect(checked).toBeGreaterThan(10);
   });
 
-  it('documents the answers of SPEC §4 for the category operations', () => {
+  it('documents the answers of the category operations', () => {
     const document = defaultDocument();
     expect(Object.keys(operation(document, 'listCategories')['responses'] as Json)).toEqual(
       expect.arrayContaining(['200', '401', '429']),

@@ -1,5 +1,5 @@
 /**
- * The OpenAPI 3.0.3 description of the service (SPEC §1, §9: version 1.0.0, tags, servers, global bearer
+ * The OpenAPI 3.0.3 description of the service (version 1.0.0, tags, servers, global bearer
  * security), built from the same valibot schemas that validate requests and the same operation table that
  * routes them, so the description and the behaviour cannot drift.
  */
@@ -16,7 +16,7 @@ export type OpenApiDocument = Record<string, unknown>;
 /** Options of {@link buildOpenApiDocument}. */
 export interface OpenApiOptions {
   /**
-   * Base addresses (SPEC §1). Each must be an absolute URL ending with the prefix `/v1`. Default: one
+   * Base addresses. Each must be an absolute URL ending with the prefix `/v1`. Default: one
    * relative server, `/v1` ("this server").
    */
   servers?: { production?: string; staging?: string };
@@ -34,7 +34,7 @@ export interface OpenApiOperationInfo {
 
 /** The OpenAPI version of the description. */
 export const OPENAPI_VERSION = '3.0.3';
-/** The description's own version (SPEC §1, §9). */
+/** The description's own version. */
 export const API_DESCRIPTION_VERSION = '1.0.0';
 
 const conversion: ConversionConfig = {

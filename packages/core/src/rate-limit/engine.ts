@@ -90,7 +90,7 @@ export type RateLimitSubject =
 /**
  * The engine's answer for one request.
  *
- * `headers`: lowercase header names → values, for every answer (SPEC §8). `retryAfterSeconds` is set when
+ * `headers`: lowercase header names → values, for every answer. `retryAfterSeconds` is set when
  * rejected. `result` is the store's raw outcome.
  */
 export interface RateLimitDecision {

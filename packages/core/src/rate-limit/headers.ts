@@ -1,5 +1,5 @@
 /**
- * From a {@link ConsumeResult} to the rate-limit headers of SPEC §8.
+ * From a {@link ConsumeResult} to the rate-limit headers.
  */
 import type { ConsumeResult, WindowUsage } from './types.js';
 
@@ -52,7 +52,7 @@ export function retryAfterSeconds(result: ConsumeResult): number | undefined {
 }
 
 /**
- * The headers every API answer carries (SPEC §8), as lowercase names:
+ * The headers every API answer carries, as lowercase names:
  *
  * - `x-ratelimit-limit`: the binding window's limit (see {@link bindingWindow});
  * - `x-ratelimit-remaining`: requests left in it; 0 while banned;

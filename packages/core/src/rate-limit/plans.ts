@@ -1,5 +1,5 @@
 /**
- * The plans of SPEC §8 and the windows they turn into.
+ * The account plans and the windows they turn into.
  */
 import type { PlanLimits, PlanName, Principal } from '../auth/principal.js';
 import type { BanPolicy, RateLimitWindow } from './types.js';
@@ -10,7 +10,7 @@ export const MINUTE_MS = 60_000;
 export const DAY_MS = 86_400_000;
 
 /**
- * Limits per plan (SPEC §8 table). `enterprise` is "custom" in the spec: each enterprise key carries its
+ * Limits per plan (the plan table: see the README). `enterprise` is "custom" in the plan table: each enterprise key carries its
  * own `limits`; an enterprise key without them gets the `enterprise` entry here, which by default equals
  * Business.
  */
@@ -31,7 +31,7 @@ export const DEFAULT_ANONYMOUS_LIMITS: Readonly<PlanLimits> = Object.freeze({
 });
 
 /**
- * Default ban (SPEC §8 rule 3): 20 requests rejected with 429 within one minute ban the key (or anonymous
+ * Default ban: 20 requests rejected with 429 within one minute ban the key (or anonymous
  * address) for 15 minutes.
  */
 export const DEFAULT_BAN_POLICY: Readonly<BanPolicy> = Object.freeze({

@@ -1,5 +1,5 @@
 /**
- * The rate-limit vocabulary shared by the engine and every {@link RateLimitStore} (SPEC §8).
+ * The rate-limit vocabulary shared by the engine and every {@link RateLimitStore}.
  */
 
 /**
@@ -19,7 +19,7 @@ export interface RateLimitWindow {
 }
 
 /**
- * Temporary ban (SPEC §8 rule 3): when `rejectedThreshold` requests of one key are rejected for exceeding
+ * Temporary ban: when `rejectedThreshold` requests of one key are rejected for exceeding
  * the limit within one fixed interval of `intervalMs` (epoch-aligned like windows), the key is banned for
  * `durationMs`, counted from the request that reached the threshold. Requests answered while banned are not
  * charged to any window and do not extend the ban.

@@ -7,7 +7,7 @@ import type { Category, NewCategory } from '../schemas.js';
  *   may reuse the JSON it wrote for that same array object, so answer a frozen array only while its records
  *   stay as they are (frozen records, and a new array after a change), or an unfrozen one.
  * - `create(newCategory)` assigns the id and writes the record in one step, and answers the stored
- *   Category. The id is the spec's int64 (SPEC §4.2 rule 3); this library requires a positive integer that
+ *   Category. The id is the contract's int64; this library requires a positive integer that
  *   is a safe JavaScript integer (≤ 2^53 − 1) so it survives JSON in every client. Ids are unique and
  *   increasing. A failed create writes nothing.
  *

@@ -51,9 +51,9 @@ export function testClient(petstore: Petstore, options: TestClientOptions = {}) 
   return {
     /** Any request: `path` below the prefix (e.g. `/categories`), headers by lowercase name, raw body text. */
     request,
-    /** `GET /categories` (SPEC §4.1). */
+    /** `GET /categories`. */
     listCategories: () => request<unknown[]>('GET', '/categories'),
-    /** `POST /categories` with a JSON body (SPEC §4.2); `newCategory` is sent as JSON as given. */
+    /** `POST /categories` with a JSON body; `newCategory` is sent as JSON as given. */
     createCategory: (newCategory: unknown) =>
       request('POST', '/categories', {
         headers: { 'content-type': 'application/json' },
