@@ -131,6 +131,8 @@ function bodyParserError(error: unknown): PetstoreRequestBody | undefined {
  * ```ts
  * app.get('/reports', petstoreGuard(petstore), (req, res) => res.json(res.locals.petstorePrincipal));
  * ```
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#guard
  */
 export function petstoreGuard(petstore: Petstore): RequestHandler {
   return (request, response, next) => {

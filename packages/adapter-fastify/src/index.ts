@@ -112,6 +112,8 @@ const principals = new WeakMap<FastifyRequest, Principal>();
  * ```ts
  * app.get('/reports', { onRequest: petstoreGuard(petstore) }, async (request) => principalOf(request));
  * ```
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#guard
  */
 export function petstoreGuard(petstore: Petstore): onRequestAsyncHookHandler {
   return async (request, reply) => {
@@ -144,6 +146,7 @@ export function petstoreGuard(petstore: Petstore): onRequestAsyncHookHandler {
  * ```
  *
  * @param options.prefix where the plugin is mounted. Default `/v1`.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#never-seen
  */
 export function petstoreFrameworkErrors(
   petstore: Petstore,

@@ -3,7 +3,7 @@
  * the last `X-RateLimit-*` state, retries that honour `Retry-After`, per-call cancellation and per-attempt
  * timeouts.
  */
-import type { Category, NewCategory } from '@petstore/core';
+import type { Category, NewCategory } from './api-types.js';
 import { attemptSignal, raceAbort, sleepWithTimers } from './abort.js';
 import { PetstoreClientError, type PetstoreClientErrorCode } from './errors.js';
 import type { PetstoreFetch, PetstoreFetchInit } from './fetch-types.js';
@@ -140,7 +140,7 @@ function describeNetworkError(error: unknown): string {
  * - `timeout` of one attempt (`timeoutMs`, default 10 000 ms): like a network error after which the request
  *   may have been executed — GET always, a POST only with `retry.retryUnsafe: true`.
  *
- * Never retried: 429 `temporarily_banned` (sending during a ban only prolongs it), 400, 401, 404, 405, 413,
+ * Never retried: 429 `temporarily_banned` (a ban lasts its full term whatever is sent), 400, 401, 404, 405, 413,
  * 500, 507, `invalid_response`, `aborted`, and a `timeout` caused by the budget running out.
  *
  * Retry n (0 for the first) waits `max(Retry-After, random × min(maxDelayMs, baseDelayMs × 2^n))` ms:

@@ -1,12 +1,12 @@
 /**
  * The client's one error class. Every failed call of a {@link PetstoreClient} rejects with it.
  */
-import type { ErrorCode } from '@petstore/core';
+import type { ErrorCode } from './api-types.js';
 
 /**
  * What went wrong:
  *
- * - one of the API's error codes (`ErrorCode` of `@petstore/core`, e.g. `unauthorized`, `validation_failed`,
+ * - one of the API's error codes (`ErrorCode`, e.g. `unauthorized`, `validation_failed`,
  *   `rate_limited`, `temporarily_banned`, `service_unavailable`), taken from the Error body;
  * - `network_error`: no HTTP answer was received (connection refused or reset, DNS failure, the body could
  *   not be read); `status` is 0;

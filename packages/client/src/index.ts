@@ -22,4 +22,4 @@ export { DEFAULT_RETRY, backoffDelayMs, parseRetryAfter, type RetryOptions, type
 export { CONNECTION_NOT_ESTABLISHED_CODES, isConnectionNotEstablished } from './network.js';
 export { readRateLimitInfo, type RateLimitInfo } from './rate-limit-info.js';
 export type { PetstoreFetch, PetstoreFetchHeaders, PetstoreFetchInit, PetstoreFetchResponse } from './fetch-types.js';
-export type { Category, NewCategory, ErrorBody, ErrorCode } from '@petstore/core';
+export type { Category, NewCategory, ErrorBody, ErrorCode } from './api-types.js';

@@ -1,6 +1,8 @@
 /**
  * The rate-limit state the server reports on every answer (`X-RateLimit-Limit`,
  * `X-RateLimit-Remaining`, `X-RateLimit-Reset`).
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#rate-limit-headers
  */
 import type { PetstoreFetchHeaders } from './fetch-types.js';
 

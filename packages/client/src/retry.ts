@@ -1,6 +1,8 @@
 /**
  * Retry settings, the backoff formula and `Retry-After` parsing: a client backs off exponentially and
  * retries no sooner than the time in `Retry-After`.
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#retry-after
  */
 
 /** How a {@link PetstoreClient} retries. Every field is optional; missing ones come from {@link DEFAULT_RETRY}. */

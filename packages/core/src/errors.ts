@@ -9,7 +9,7 @@
  * The closed set of error codes and the HTTP status each one answers with.
  *
  * - `validation_failed` 400: the body is JSON but not a valid NewCategory.
- * - `invalid_json` 400: the body is empty, not valid UTF-8, or not valid JSON.
+ * - `invalid_json` 400: the body is empty, not valid UTF-8, not valid JSON, or over the nesting or member bound.
  * - `invalid_content_type` 400: a body-carrying request without `Content-Type: application/json` (the
  *   contract puts a missing JSON content type under 400, so this is not 415).
  * - `unauthorized` 401: the API key is missing or invalid.
@@ -29,6 +29,8 @@
  * - `not_implemented` 501: the operation exists but the host application supplied no handler for it.
  * - `service_unavailable` 503: a store is unreachable or too slow; nothing was done; carries `Retry-After`.
  * - `storage_full` 507: the category store has reached its configured capacity; nothing was written.
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#errors
  */
 export const ERROR_STATUS = {
   validation_failed: 400,
@@ -56,7 +58,10 @@ export type ErrorCode = keyof typeof ERROR_STATUS;
 /** Every error code, in a stable order. */
 export const ERROR_CODES = Object.freeze(Object.keys(ERROR_STATUS) as ErrorCode[]);
 
-/** The Error body: `code` (machine-readable), `message` (human-readable), `status` (HTTP status). */
+/**
+ * The Error body: `code` (machine-readable), `message` (human-readable), `status` (HTTP status).
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#error-body
+ */
 export interface ErrorBody {
   code: ErrorCode;
   message: string;

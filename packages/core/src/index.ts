@@ -4,17 +4,32 @@
  *
  * @packageDocumentation
  */
-export * from './errors.js';
-export * from './clock.js';
-export * from './schemas.js';
-export * from './auth/principal.js';
-export * from './auth/api-key.js';
-export * from './auth/bearer.js';
-export * from './rate-limit/types.js';
-export * from './rate-limit/fixed-window.js';
-export * from './rate-limit/plans.js';
-export * from './rate-limit/headers.js';
-export * from './rate-limit/client-address.js';
+// The public surface, listed name by name: what applications, adapter authors and store authors use. Anything
+// else is internal and may change in any release. The installed-package tests list these names too, so an
+// export added or dropped by accident shows in review.
+export { ERROR_CODES, ERROR_STATUS, PetstoreError, errorBody, isPetstoreError, type ErrorBody, type ErrorCode } from './errors.js';
+export { systemClock, type Clock } from './clock.js';
+export {
+  CATEGORY_DESCRIPTION_MAX_CODE_POINTS,
+  CATEGORY_DESCRIPTION_MAX_LENGTH,
+  CATEGORY_NAME_MAX_CODE_POINTS,
+  CATEGORY_NAME_MAX_LENGTH,
+  CategorySchema,
+  ErrorBodySchema,
+  NewCategorySchema,
+  parseNewCategory,
+  type Category,
+  type NewCategory,
+  type NewCategoryParseResult,
+} from './schemas.js';
+export { PLAN_NAMES, isPlanName, type PlanLimits, type PlanName, type Principal } from './auth/principal.js';
+export { API_KEY_HASH_BYTES, apiKeyHashesEqual, hashApiKey, staticApiKeys, type ApiKeyStore, type StaticApiKey } from './auth/api-key.js';
+export { MAX_API_KEY_LENGTH } from './auth/bearer.js';
+export type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitStore, RateLimitWindow, WindowUsage } from './rate-limit/types.js';
+export { decideConsume, windowStartMs, type ConsumeDecision, type RateLimitState, type WindowCounter } from './rate-limit/fixed-window.js';
+export { DAY_MS, DEFAULT_ANONYMOUS_LIMITS, DEFAULT_BAN_POLICY, DEFAULT_PLAN_LIMITS, MINUTE_MS } from './rate-limit/plans.js';
+export { rateLimitHeaders, retryAfterSeconds, standardRateLimitHeaders } from './rate-limit/headers.js';
+export { DEFAULT_IPV6_SUBNET, UNKNOWN_CLIENT_ADDRESS } from './rate-limit/client-address.js';
 export {
   DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS,
   createRateLimiter,
@@ -24,23 +39,23 @@ export {
   type RateLimiterOptions,
   type StoreFailurePolicy,
 } from './rate-limit/engine.js';
-export * from './storage/category-store.js';
-export * from './http/types.js';
-export { DEFAULT_BODY_LIMIT_BYTES, assertJsonContentType, headerValue, readJsonBody } from './http/body.js';
+export type { CategoryStore } from './storage/category-store.js';
+export type { BodyReadResult, PetstoreHeaders, PetstoreRequest, PetstoreRequestBody, PetstoreResponse } from './http/types.js';
+export { DEFAULT_BODY_LIMIT_BYTES } from './http/body.js';
+export type { HostOperationId, OperationId, Stability } from './http/operations.js';
+export { DEFAULT_DEPRECATIONS, type DeprecationPolicy } from './http/deprecation.js';
+export type { PetstoreEvent, PetstoreEventType, PetstoreLogger } from './http/events.js';
 export {
-  OPERATIONS,
-  matchRoute,
-  type HostOperationId,
-  type OperationDefinition,
-  type OperationId,
-  type RouteMatch,
-  type Stability,
-} from './http/operations.js';
-export * from './http/deprecation.js';
-export * from './http/events.js';
-export * from './openapi/document.js';
+  API_DESCRIPTION_VERSION,
+  OPENAPI_VERSION,
+  buildOpenApiDocument,
+  type OpenApiDocument,
+  type OpenApiOperationInfo,
+  type OpenApiOptions,
+} from './openapi/document.js';
 export {
   createPetstore,
+  type FetchInfo,
   type GuardRequest,
   type GuardResult,
   type HostOperationContext,
@@ -48,6 +63,4 @@ export {
   type HostOperationResult,
   type Petstore,
   type PetstoreOptions,
-  type FetchInfo,
 } from './http/pipeline.js';
-export { readWebStream } from './http/fetch.js';

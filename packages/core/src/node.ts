@@ -127,6 +127,8 @@ const NO_BODY: PetstoreRequestBody = Object.freeze({ kind: 'none' });
  * Authorization headers as an invalid key (401) and several Content-Type headers as 400. Decided from
  * `request.rawHeaders`, in one pass over the header names.
  *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#repeated-headers
+ *
  * @param headers the parsed headers to start from; default `request.headers` (Fastify passes `request.headers`).
  */
 export function nodeRequestHeaders(
@@ -163,6 +165,7 @@ function rawValues(raw: readonly string[], name: string): string[] {
  * word, so a second `Authorization` or `Content-Type` could go unseen. Pass it on as
  * `PetstoreRequest.headersIncomplete` (the adapters do) and the API answers 431. Node 22 and later answer
  * such a request 431 themselves, before any application code.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#input-bounds
  */
 export function nodeHeadersCutOff(request: Pick<IncomingMessage, 'rawHeaders'> & { socket?: unknown }): boolean {
   const server = (request.socket as { server?: { maxHeadersCount?: number | null } } | null | undefined)?.server;
@@ -199,6 +202,7 @@ export function nodeRequestPath(url: string, prefix: string): string {
  * ```
  *
  * @param options.prefix where the API is mounted. Default `/v1`.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#never-seen
  */
 export function petstoreCheckExpectation(
   options: { prefix?: string } = {},

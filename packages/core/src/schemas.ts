@@ -1,8 +1,8 @@
 /**
  * valibot schemas for the resources of the API (Category, NewCategory, Error), and the bounds this library
- * sets on category fields (see the README, "Input bounds").
+ * sets on category fields (see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#input-bounds).
  *
- * Decisions (documented in the README):
+ * Decisions (documented in https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#new-category):
  * - `name` is trimmed of leading and trailing whitespace; after trimming it must hold 1 to
  *   {@link CATEGORY_NAME_MAX_LENGTH} characters (user-perceived characters, i.e. grapheme clusters), at most
  *   {@link CATEGORY_NAME_MAX_CODE_POINTS} Unicode code points, and no control characters. A whitespace-only name is
@@ -72,6 +72,7 @@ const DESCRIPTION_TOO_LONG = `must be at most ${CATEGORY_DESCRIPTION_MAX_LENGTH}
  * NewCategory: the request body of `createCategory`. Parse with {@link parseNewCategory}, which stops each
  * field's checks at the first that fails (`abortPipeEarly`), so the grapheme count never runs on a value
  * over its code-point bound.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#new-category
  */
 export const NewCategorySchema = v.strictObject(
   {
@@ -103,7 +104,10 @@ export const NewCategorySchema = v.strictObject(
       : 'is required',
 );
 
-/** Category: `id` is an int64 assigned by the service; in this library always a safe integer ≥ 1. */
+/**
+ * Category: `id` is an int64 assigned by the service; in this library always a safe integer ≥ 1.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#category
+ */
 export const CategorySchema = v.strictObject({
   id: v.pipe(
     v.number(),
@@ -115,7 +119,10 @@ export const CategorySchema = v.strictObject({
   description: v.optional(v.pipe(v.string(), v.description('A short description of the category.'))),
 });
 
-/** Error: the body of every error answer. */
+/**
+ * Error: the body of every error answer.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#error-body
+ */
 export const ErrorBodySchema = v.strictObject({
   code: v.pipe(v.picklist(ERROR_CODES), v.description('Machine-readable error code.')),
   message: v.pipe(v.string(), v.description('Human-readable description of the error.')),

@@ -6,6 +6,7 @@ export interface MemoryCategoryStoreOptions {
   /**
    * Most categories held. A create beyond it is refused with `storage_full` (507) and writes nothing: a
    * category is data, so it is never evicted. Default 10,000.
+   * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#errors
    */
   maxCategories?: number;
 }

@@ -1,5 +1,4 @@
 import {
-  chargeInPlace,
   decideConsume,
   systemClock,
   type Clock,
@@ -9,6 +8,7 @@ import {
   type RateLimitStore,
 } from '@petstore/core';
 import { LRUCache } from 'lru-cache';
+import { chargeInPlace } from './charge-in-place.js';
 
 /** Options of {@link memoryRateLimitStore}. */
 export interface MemoryRateLimitStoreOptions {

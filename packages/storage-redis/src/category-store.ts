@@ -77,6 +77,7 @@ type CreateCommand = (records: string, lastId: string, json: string, maxCategori
  * - a plain Error (500) when Redis answers with another error (e.g. `WRONGTYPE`: the keys hold foreign
  *   data) or a stored record is not valid JSON.
  *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#store-failures
  * @throws TypeError when `maxCategories` or `timeoutMs` is not a whole number ≥ 1, or `keyPrefix` is not a
  *   string.
  */

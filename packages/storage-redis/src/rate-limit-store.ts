@@ -75,6 +75,7 @@ type ConsumeCommand = (redisKey: string, ...args: string[]) => Promise<ConsumeRe
  * on a failure: the engine's `onStoreFailure` policy turns the rejection into 503 or fail-open. A consume that
  * timed out may still be applied by Redis later (one request charged without an answer).
  *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#store-failures
  * @throws TypeError when `timeoutMs` is not a whole number ≥ 1 or `keyPrefix` is not a string. `consume`
  *   rejects with a TypeError on a request with non-integer numbers (`nowMs` in `'request'` mode, `limit`,
  *   `windowMs`, ban fields), which the core never sends.

@@ -1,6 +1,8 @@
 /**
  * API keys: held only as SHA-256 digests, compared in constant time, never stored, logged or
  * echoed in plaintext.
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#authentication
  */
 import { hash, timingSafeEqual } from 'node:crypto';
 import { StaticApiKeysSchema, assertOptions } from '../options.js';

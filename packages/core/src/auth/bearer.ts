@@ -1,6 +1,8 @@
 /**
  * Parsing of `Authorization: Bearer <API_KEY>` (RFC 6750 §2.1) and the `WWW-Authenticate`
  * challenge of a 401 answer (RFC 6750 §3).
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#authentication
  */
 
 /** What the Authorization header held. */
@@ -16,7 +18,10 @@ const BEARER_SCHEME = /^bearer(?:[ \t]|$)/i;
 const BEARER_PLAIN = /^bearer [A-Za-z0-9\-._~+/]+=*$/i;
 const BEARER_PLAIN_PREFIX_LENGTH = 'Bearer '.length;
 
-/** Longest API key accepted before hashing; longer values are answered as invalid without hashing them. */
+/**
+ * Longest API key accepted before hashing; longer values are answered as invalid without hashing them.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#input-bounds
+ */
 export const MAX_API_KEY_LENGTH = 4096;
 
 /**

@@ -3,7 +3,10 @@ export const PLAN_NAMES = ['free', 'pro', 'business', 'enterprise'] as const;
 /** One of the account plans. */
 export type PlanName = (typeof PLAN_NAMES)[number];
 
-/** Requests allowed per minute and per day (the plan table: see the README). Both are whole numbers ≥ 0. */
+/**
+ * Requests allowed per minute and per day (the plan table). Both are whole numbers ≥ 0.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#plans
+ */
 export interface PlanLimits {
   requestsPerMinute: number;
   requestsPerDay: number;

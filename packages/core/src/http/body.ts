@@ -6,12 +6,18 @@
  * Every step is bounded by the size of its input, linearly: header values are length-checked before they
  * are parsed, and a body's nesting depth is checked in one pass before `JSON.parse` (whose cost per nesting
  * level is high).
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#bodies
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#input-bounds
  */
 import contentType from 'content-type';
 import { PetstoreError } from '../errors.js';
 import type { PetstoreHeaders, PetstoreRequestBody } from './types.js';
 
-/** Default request body limit: 1 MiB. */
+/**
+ * Default request body limit: 1 MiB (1,048,576 bytes); larger bodies are answered 413.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#input-bounds
+ */
 export const DEFAULT_BODY_LIMIT_BYTES = 1_048_576;
 
 /** Longest `Content-Type` value accepted, in characters; longer values are refused before parsing. */
@@ -79,6 +85,7 @@ const MAX_CODING_HEADER_LENGTH = 256;
  * RFC 9112 §6.1 suggests 501; the API answers 415 too, as the request is at fault and a 5xx would read as a
  * server failure to clients and monitoring.
  *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#codings
  * @throws PetstoreError `unsupported_encoding`
  */
 export function assertSupportedCodings(headers: PetstoreHeaders, body: PetstoreRequestBody): void {

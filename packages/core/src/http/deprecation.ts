@@ -11,6 +11,8 @@ import type { OperationId } from './operations.js';
  * - `sunsetAtMs`: when it stops working, Unix epoch ms → `Sunset: <IMF-fixdate>` (RFC 8594).
  * - `documentationUrl` / `sunsetUrl`: sent as `Link: <url>; rel="deprecation"` / `rel="sunset"`.
  * - `afterSunset`: `'gone'` (default) answers 410 `gone` from `sunsetAtMs` on; `'serve'` keeps serving.
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#deprecation
  */
 export interface DeprecationPolicy {
   deprecatedAtMs: number;
@@ -25,6 +27,7 @@ export interface DeprecationPolicy {
  * since 2026-01-01T00:00:00Z (`Deprecation` header, `deprecated: true` in the description) with no sunset, so
  * it keeps working: no default switches a route off on a future date. Set `deprecations.getPetById` with a
  * `sunsetAtMs` to announce one (`Sunset` header, then 410 from that date unless `afterSunset: 'serve'`).
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#deprecation
  */
 export const DEFAULT_DEPRECATIONS: Readonly<Partial<Record<OperationId, DeprecationPolicy>>> = Object.freeze({
   getPetById: Object.freeze({ deprecatedAtMs: Date.UTC(2026, 0, 1) }),

@@ -1,6 +1,8 @@
 /**
  * The API's operations: where each lives below the prefix, who implements it, and what is
  * public. One table drives routing and the OpenAPI description, so they cannot drift.
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#operations
  */
 
 /** The operationIds of the service. `getPetById` and `listStoreOrders` are implemented by the host. */
@@ -89,6 +91,7 @@ for (const compiled of STATIC_PATHS.values()) {
  * Finds the operation for a method and a path below the prefix (query string ignored). Paths match exactly:
  * `/categories/` (trailing slash) is not `/categories`. A path parameter that is not valid percent-encoding
  * does not match.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#routing
  */
 export function matchRoute(method: string, path: string): RouteMatch {
   const queryStart = path.indexOf('?');

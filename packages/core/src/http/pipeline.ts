@@ -16,6 +16,8 @@
  * Every answer carries the `X-RateLimit-*` headers once step 2 has run; every error answer has the Error
  * body and nothing more. Steps 1–3 are also offered alone, as {@link Petstore.guard}, for the
  * host's own routes.
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#order-of-checks
  */
 import { hashApiKey, type ApiKeyStore } from '../auth/api-key.js';
 import { bearerChallenge, readBearerCredential } from '../auth/bearer.js';

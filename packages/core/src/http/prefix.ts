@@ -37,6 +37,7 @@ export function originFormTarget(target: string): string {
  * generic error. A well-formed escape (`/v1%2fcategories`) is a different path segment, outside the prefix.
  *
  * @param prefix `''` (everything is under it) or a path starting with `/` and not ending with `/`.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#overview
  */
 export function pathBelowPrefix(target: string, prefix: string): string | undefined {
   if (prefix === '') return target;

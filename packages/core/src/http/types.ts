@@ -67,7 +67,10 @@ export interface PetstoreRequest {
 
 /**
  * A plain HTTP response: `status`, headers by lowercase name, and the body as JSON text (absent for HEAD).
- * Every response carries `content-type: application/json; charset=utf-8` and the rate-limit headers.
+ * Every response the API writes a body for carries `content-type: application/json; charset=utf-8`, and every
+ * response after rate limiting has run carries the rate-limit headers (a 503 from a failing rate-limit store
+ * does not).
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#headers
  */
 export interface PetstoreResponse {
   status: number;

@@ -141,6 +141,7 @@ function responsesFor(operation: OperationDefinition, deprecation: DeprecationPo
 /**
  * Builds the OpenAPI 3.0.3 document.
  * @throws TypeError when a server address is not an absolute URL ending with `/v1`.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#openapi-description
  */
 export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOperationInfo): OpenApiDocument {
   const servers: Array<{ url: string; description: string }> = [];

@@ -23,6 +23,7 @@ export const UNKNOWN_CLIENT_ADDRESS = 'unknown';
  * Fastify, `trust proxy` in Express); adapters pass `request.ip` / `req.ip`.
  *
  * @param ipv6Subnet prefix length, a whole number from 1 to 128
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#anonymous-callers
  */
 export function normalizeClientAddress(address: string | undefined, ipv6Subnet = DEFAULT_IPV6_SUBNET): string {
   if (address === undefined || !ipaddr.isValid(address)) return UNKNOWN_CLIENT_ADDRESS;

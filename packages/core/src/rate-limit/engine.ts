@@ -39,6 +39,7 @@ export interface RateLimiterOptions {
    * Also send the standard `RateLimit-Policy` and `RateLimit` headers of
    * draft-ietf-httpapi-ratelimit-headers-10 (see `standardRateLimitHeaders`). Default `false`; the
    * `X-RateLimit-*` headers are always sent.
+   * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#standard-rate-limit-headers
    */
   standardHeaders?: boolean;
   /**
@@ -70,6 +71,8 @@ export interface AnonymousRequest {
  * - `fail-open`: the request is charged to `insuranceStore` instead — a per-process store (e.g.
  *   `memoryRateLimitStore()`), so each process still enforces the limits on its own and the rate-limit headers
  *   are still sent — and proceeds when that admits it.
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#store-failures
  */
 export type StoreFailurePolicy =
   | { mode: 'fail-closed'; retryAfterSeconds?: number }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { chargeInPlace, decideConsume, windowStartMs, type RateLimitState } from './fixed-window.js';
+import { decideConsume, windowStartMs, type RateLimitState } from './fixed-window.js';
 import type { BanPolicy, ConsumeResult, RateLimitWindow, WindowUsage } from './types.js';
 
 const SECOND = 1_000;
@@ -469,74 +469,5 @@ describe('decideConsume: against a model of the documented rules', () => {
       { used: 3, remaining: 2 },
     ]);
     expect(usage(key.consume(T0 + 20, [minute(5)]), 'minute')).toMatchObject({ used: 4, remaining: 1 });
-  });
-});
-
-describe('chargeInPlace', () => {
-  const ban: BanPolicy = { rejectedThreshold: 3, intervalMs: MINUTE, durationMs: 5 * MINUTE };
-
-  it('charges the counters of the state itself and answers what decideConsume answers', () => {
-    const windows = [minute(3), day(10)];
-    const first = decideConsume(undefined, { windows, nowMs: T0, ban });
-    const request = { windows, nowMs: T0 + 5 * SECOND, ban };
-    const expected = decideConsume(first.state, request);
-    const state = first.state;
-    const result = chargeInPlace(state, request);
-    expect(result).toStrictEqual(expected.result);
-    expect(state).toStrictEqual(expected.state);
-  });
-
-  it('answers undefined and leaves the state untouched whenever the general path is needed', () => {
-    const windows = [minute(2), day(10)];
-    const cases: [string, RateLimitState, readonly RateLimitWindow[], number][] = [];
-    const charged = (times: number, at: number) => {
-      let state: RateLimitState | undefined;
-      for (let i = 0; i < times; i++) state = decideConsume(state, { windows, nowMs: at, ban }).state;
-      return state as RateLimitState;
-    };
-    cases.push(['a window is full', charged(2, T0), windows, T0 + 1]);
-    cases.push(['a counter is from an earlier window', charged(1, T0), windows, T0 + MINUTE]);
-    cases.push(['a window has no counter yet', charged(1, T0), [minute(2), day(10), { name: 'hour', limit: 5, windowMs: 60 * MINUTE }], T0 + 1]);
-    cases.push(['two windows share a name', charged(1, T0), [minute(2), minute(5)], T0 + 1]);
-    cases.push(['the key is banned', { ...charged(1, T0), bannedUntilMs: T0 + MINUTE }, windows, T0 + 1]);
-    for (const [label, state, requested, nowMs] of cases) {
-      const before = structuredClone(state);
-      expect(chargeInPlace(state, { windows: requested, nowMs, ban }), label).toBeUndefined();
-      expect(state, label).toStrictEqual(before);
-    }
-  });
-
-  it('gives a store that charges in place the answers of the model, over a random run', () => {
-    const { random, pick } = seededRandom(11);
-    // One array per plan, as the engine hands out: the in-place path needs the same windows as last time.
-    const hour = { name: 'hour', limit: 9, windowMs: 60 * MINUTE };
-    const plans: RateLimitWindow[][] = [[minute(5), day(40)], [minute(50), day(400)], [day(6)], [minute(2), hour]];
-    const bans = [undefined, ban];
-    const models = new Map<string, KeyModel>();
-    // What the memory store keeps: the state, and the windows its counters were built for.
-    const held = new Map<string, { state: RateLimitState; windows: readonly RateLimitWindow[] }>();
-    let inPlace = 0;
-    let nowMs = T0;
-    for (let step = 0; step < 5000; step++) {
-      nowMs += pick([0, 0, 0, 1, 1000, 7 * SECOND, MINUTE, DAY / 4]);
-      const key = pick(['a', 'b']);
-      const request = { windows: random() < 0.95 ? plans[key === 'a' ? 0 : 1]! : pick(plans), nowMs, ban: pick(bans) };
-      const model = models.get(key) ?? new KeyModel();
-      models.set(key, model);
-      const expected = model.consume(nowMs, request.windows, request.ban);
-
-      const entry = held.get(key);
-      let result = entry !== undefined && entry.windows === request.windows ? chargeInPlace(entry.state, request) : undefined;
-      if (result !== undefined) {
-        inPlace += 1;
-      } else {
-        const decision = decideConsume(entry?.state, request);
-        const windows = entry !== undefined && decision.state === entry.state ? entry.windows : request.windows;
-        held.set(key, { state: decision.state, windows });
-        result = decision.result;
-      }
-      expect(result, `step ${step}, key ${key}`).toStrictEqual(expected);
-    }
-    expect(inPlace).toBeGreaterThan(1000);
   });
 });

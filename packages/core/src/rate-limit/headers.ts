@@ -45,6 +45,7 @@ export function blockedUntilMs(result: ConsumeResult): number | undefined {
  * Seconds the caller must wait before a retry can succeed, for `Retry-After` (RFC 9110 §10.2.3:
  * delay-seconds, a whole number): until {@link blockedUntilMs}, rounded up and at least 1.
  * `undefined` for an admitted request.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#retry-after
  */
 export function retryAfterSeconds(result: ConsumeResult): number | undefined {
   const untilMs = blockedUntilMs(result);
@@ -59,6 +60,8 @@ export function retryAfterSeconds(result: ConsumeResult): number | undefined {
  * - `x-ratelimit-reset`: when it resets, Unix time in whole seconds, rounded up; while banned, when the
  *   caller can next be admitted ({@link blockedUntilMs});
  * - `retry-after` (rejected answers only): see {@link retryAfterSeconds}.
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#rate-limit-headers
  */
 export function rateLimitHeaders(result: ConsumeResult): Record<string, string> {
   const headers: Record<string, string> = {};
@@ -83,6 +86,8 @@ export function rateLimitHeaders(result: ConsumeResult): Record<string, string> 
  *   `"minute";q=60;w=60, "day";q=1000;w=86400`;
  * - `ratelimit`: the binding window ({@link bindingWindow}) with remaining `r` and seconds until reset `t`
  *   (rounded up) — `"day";r=0;t=3600`. While banned `r` is 0 and `t` runs to {@link blockedUntilMs}.
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#standard-rate-limit-headers
  */
 export function standardRateLimitHeaders(result: ConsumeResult): Record<string, string> {
   const binding = bindingWindow(result.windows);

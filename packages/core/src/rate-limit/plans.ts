@@ -1,7 +1,7 @@
 /**
  * The account plans and the windows they turn into.
  */
-import type { PlanLimits, PlanName, Principal } from '../auth/principal.js';
+import type { PlanLimits, PlanName } from '../auth/principal.js';
 import type { BanPolicy, RateLimitWindow } from './types.js';
 
 /** One minute in milliseconds. */
@@ -10,9 +10,10 @@ export const MINUTE_MS = 60_000;
 export const DAY_MS = 86_400_000;
 
 /**
- * Limits per plan (the plan table: see the README). `enterprise` is "custom" in the plan table: each enterprise key carries its
+ * Limits per plan (the plan table). `enterprise` is "custom" in the plan table: each enterprise key carries its
  * own `limits`; an enterprise key without them gets the `enterprise` entry here, which by default equals
  * Business.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#plans
  */
 export const DEFAULT_PLAN_LIMITS: Readonly<Record<PlanName, Readonly<PlanLimits>>> = Object.freeze({
   free: Object.freeze({ requestsPerMinute: 60, requestsPerDay: 1_000 }),
@@ -24,6 +25,7 @@ export const DEFAULT_PLAN_LIMITS: Readonly<Record<PlanName, Readonly<PlanLimits>
 /**
  * The anonymous policy: requests without a valid API key (401 answers included) are limited per client
  * address, so key guessing is throttled. Default: 30 per minute and 500 per day per address.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#anonymous-callers
  */
 export const DEFAULT_ANONYMOUS_LIMITS: Readonly<PlanLimits> = Object.freeze({
   requestsPerMinute: 30,
@@ -33,6 +35,7 @@ export const DEFAULT_ANONYMOUS_LIMITS: Readonly<PlanLimits> = Object.freeze({
 /**
  * Default ban: 20 requests rejected with 429 within one minute ban the key (or anonymous
  * address) for 15 minutes.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#bans
  */
 export const DEFAULT_BAN_POLICY: Readonly<BanPolicy> = Object.freeze({
   rejectedThreshold: 20,
@@ -46,14 +49,6 @@ export function windowsForLimits(limits: PlanLimits): RateLimitWindow[] {
     { name: 'minute', limit: limits.requestsPerMinute, windowMs: MINUTE_MS },
     { name: 'day', limit: limits.requestsPerDay, windowMs: DAY_MS },
   ];
-}
-
-/** The limits that apply to a principal: its own `limits` when set, else its plan's entry in `planLimits`. */
-export function limitsForPrincipal(
-  principal: Principal,
-  planLimits: Readonly<Record<PlanName, Readonly<PlanLimits>>> = DEFAULT_PLAN_LIMITS,
-): PlanLimits {
-  return principal.limits ?? planLimits[principal.plan];
 }
 
 /**

@@ -9,6 +9,8 @@
  * 1970-01-01T00:00:00Z. A minute window starts at second :00 of every minute; a day window at 00:00 UTC.
  * `name` identifies the counter: usage is kept per name, so changing the `limit` of a name (a plan change)
  * keeps the usage already counted.
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#windows
  */
 export interface RateLimitWindow {
   name: string;
@@ -23,6 +25,8 @@ export interface RateLimitWindow {
  * the limit within one fixed interval of `intervalMs` (epoch-aligned like windows), the key is banned for
  * `durationMs`, counted from the request that reached the threshold. Requests answered while banned are not
  * charged to any window and do not extend the ban.
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#bans
  */
 export interface BanPolicy {
   rejectedThreshold: number;
