@@ -34,11 +34,13 @@ describe('example configuration', () => {
     expect(() => readConfig({ PORT: 'eighty' })).toThrow('PORT');
   });
 
-  it('prints a ready-to-paste curl line for the demo key only', () => {
+  it('prints a KEY=… line to paste as it is, and curl lines that use $KEY, for the demo key only', () => {
     const demo = readConfig({});
-    expect(startupBanner(demo, 'http://127.0.0.1:3000', 'Fastify')).toContain(
-      `curl -i -H 'Authorization: Bearer ${demo.demoKey}' http://127.0.0.1:3000/v1/categories`,
-    );
+    const banner = startupBanner(demo, 'http://127.0.0.1:3000', 'Fastify');
+    // A whole line, nothing before or after it, and nothing a shell would expand or split.
+    expect(banner.split('\n')).toContain(`KEY=${demo.demoKey}`);
+    expect(demo.demoKey).toMatch(/^[A-Za-z0-9_-]+$/);
+    expect(banner).toContain(`curl -i -H "Authorization: Bearer $KEY" http://127.0.0.1:3000/v1/categories`);
     const configured = readConfig({ PETSTORE_API_KEYS: 'topsecret:pro' });
     expect(startupBanner(configured, 'http://127.0.0.1:3000', 'Express')).not.toContain('topsecret');
   });

@@ -80,11 +80,12 @@ export function startupBanner(config: ExampleConfig, url: string, framework: str
   const lines = [`petstore categories API (${framework}, ${storage}) listening on ${url}/v1`];
   if (config.demoKey !== undefined) {
     lines.push(
-      `PETSTORE_API_KEYS is not set, so a demo key on the free plan was created for this run:`,
-      `  ${config.demoKey}`,
+      `PETSTORE_API_KEYS is not set, so a demo key on the free plan was created for this run (a new one, with full`,
+      `quotas, at every start). Paste the next line into your shell as it is; the README's curl lines use $KEY:`,
+      `KEY=${config.demoKey}`,
       `Try it:`,
-      `  curl -i -H 'Authorization: Bearer ${config.demoKey}' ${url}/v1/categories`,
-      `  curl -i -H 'Authorization: Bearer ${config.demoKey}' -H 'Content-Type: application/json' -d '{"name":"Dogs","description":"Canine breeds"}' ${url}/v1/categories`,
+      `  curl -i -H "Authorization: Bearer $KEY" ${url}/v1/categories`,
+      `  curl -i -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d '{"name":"Dogs","description":"Canine breeds"}' ${url}/v1/categories`,
     );
   } else {
     lines.push(`${config.apiKeys.length} API key(s) loaded from PETSTORE_API_KEYS.`);
