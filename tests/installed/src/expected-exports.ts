@@ -1,0 +1,43 @@
+/**
+ * The public surface of every entry point, name by name: run-time exports (`values`, the same for `import` and
+ * `require`) and type-only exports (`types`). The installed-package tests compare the packed packages with
+ * this list, so adding or dropping an export is a change to this file that shows in review.
+ */
+export const EXPECTED_EXPORTS: Record<string, { values: string[]; types: string[] }> = {
+  '@petstore/core': {
+    values: ['API_DESCRIPTION_VERSION','API_KEY_HASH_BYTES','CATEGORY_DESCRIPTION_MAX_CODE_POINTS','CATEGORY_DESCRIPTION_MAX_LENGTH','CATEGORY_NAME_MAX_CODE_POINTS','CATEGORY_NAME_MAX_LENGTH','CategorySchema','DAY_MS','DEFAULT_ANONYMOUS_LIMITS','DEFAULT_BAN_POLICY','DEFAULT_BODY_LIMIT_BYTES','DEFAULT_DEPRECATIONS','DEFAULT_IPV6_SUBNET','DEFAULT_PLAN_LIMITS','DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS','ERROR_CODES','ERROR_STATUS','ErrorBodySchema','MAX_API_KEY_LENGTH','MINUTE_MS','NewCategorySchema','OPENAPI_VERSION','PLAN_NAMES','PetstoreError','UNKNOWN_CLIENT_ADDRESS','apiKeyHashesEqual','buildOpenApiDocument','createPetstore','createRateLimiter','decideConsume','errorBody','hashApiKey','isPetstoreError','isPlanName','parseNewCategory','rateLimitHeaders','retryAfterSeconds','standardRateLimitHeaders','staticApiKeys','systemClock','windowStartMs'],
+    types: ['ApiKeyStore','BanPolicy','BodyReadResult','Category','CategoryStore','Clock','ConsumeDecision','ConsumeRequest','ConsumeResult','DeprecationPolicy','ErrorBody','ErrorCode','FetchInfo','GuardRequest','GuardResult','HostOperationContext','HostOperationHandler','HostOperationId','HostOperationResult','NewCategory','NewCategoryParseResult','OpenApiDocument','OpenApiOperationInfo','OpenApiOptions','OperationId','Petstore','PetstoreEvent','PetstoreEventType','PetstoreHeaders','PetstoreLogger','PetstoreOptions','PetstoreRequest','PetstoreRequestBody','PetstoreResponse','PlanLimits','PlanName','Principal','RateLimitDecision','RateLimitState','RateLimitStore','RateLimitSubject','RateLimitWindow','RateLimiter','RateLimiterOptions','Stability','StaticApiKey','StoreFailurePolicy','WindowCounter','WindowUsage'],
+  },
+  '@petstore/core/node': {
+    values: ['DEFAULT_PREFIX','nodeHeadersCutOff','nodePetstoreRequest','nodeRequestBody','nodeRequestHasBody','nodeRequestHeaders','nodeRequestPath','originFormTarget','pathBelowPrefix','petstoreCheckExpectation','petstoreNodeHandler','writeNodeResponse'],
+    types: ['NodeHandlerOptions','NodeRequestOptions'],
+  },
+  '@petstore/core/testing': {
+    values: ['fakeClock','runCategoryStoreConformance','runRateLimitStoreConformance','testClient'],
+    types: ['CategoryStoreConformanceOptions','CategoryStoreHarness','ConformanceTestApi','FakeClock','RateLimitStoreConformanceOptions','RateLimitStoreHarness','TestAnswer','TestClient','TestClientOptions'],
+  },
+  '@petstore/storage-memory': {
+    values: ['DEFAULT_MAX_CATEGORIES','DEFAULT_MAX_KEYS','memoryCategoryStore','memoryRateLimitStore'],
+    types: ['MemoryCategoryStore','MemoryCategoryStoreOptions','MemoryRateLimitStore','MemoryRateLimitStoreOptions'],
+  },
+  '@petstore/storage-redis': {
+    values: ['CONSUME_COMMAND','CREATE_CATEGORY_COMMAND','DEFAULT_KEY_PREFIX','DEFAULT_TIMEOUT_MS','RedisTimeoutError','UNAVAILABLE_RETRY_AFTER_SECONDS','categoryRedisKeys','rateLimitRedisKey','redisCategoryStore','redisRateLimitStore'],
+    types: ['RedisCategoryStore','RedisCategoryStoreOptions','RedisRateLimitStore','RedisRateLimitStoreOptions'],
+  },
+  '@petstore/storage-redis/testing': {
+    values: ['isRedisServerInstalled','resolveTestRedis','startRedisServer'],
+    types: ['RedisServer','RedisServerOptions','TestRedis','TestRedisSkip'],
+  },
+  '@petstore/adapter-fastify': {
+    values: ['default','petstoreFastify','petstoreFrameworkErrors','petstoreGuard','principalOf'],
+    types: ['PetstoreFastifyOptions'],
+  },
+  '@petstore/adapter-express': {
+    values: ['default','petstoreExpress','petstoreGuard'],
+    types: ['PetstoreExpressHandlers','PetstoreExpressOptions'],
+  },
+  '@petstore/client': {
+    values: ['CONNECTION_NOT_ESTABLISHED_CODES','DEFAULT_RETRY','DEFAULT_TIMEOUT_MS','PetstoreClientError','backoffDelayMs','createPetstoreClient','isConnectionNotEstablished','isPetstoreClientError','parseRetryAfter','readRateLimitInfo'],
+    types: ['Category','ErrorBody','ErrorCode','NewCategory','PetstoreCallOptions','PetstoreClient','PetstoreClientErrorCode','PetstoreClientErrorDetails','PetstoreClientOptions','PetstoreFetch','PetstoreFetchHeaders','PetstoreFetchInit','PetstoreFetchResponse','RateLimitInfo','ResolvedRetryOptions','RetryOptions'],
+  },
+};
