@@ -80,6 +80,8 @@ describe('staticApiKeys checks its entries', () => {
     ['a plan that does not exist', [{ key: SECRET, plan: 'gold' }], /\[0\]\.plan must be one of free, pro, business, enterprise \(got "gold"\)/],
     ['an undefined key', [{ key: 'fine-key', plan: 'free' }, { key: undefined, plan: 'pro' }], /\[1\]\.key must be a string/],
     ['an empty key', [{ key: '', plan: 'free' }], /\[0\]\.key must not be empty/],
+    ['a key no client could send (a space)', [{ key: `${SECRET} x`, plan: 'free' }], /\[0\]\.key must be a bearer token/],
+    ['a key over 4,096 characters', [{ key: SECRET.padEnd(4097, 'x'), plan: 'free' }], /\[0\]\.key must be at most 4096 characters/],
     ['enterprise limits that are not numbers', [{ key: SECRET, plan: 'enterprise', limits: { requestsPerMinute: '5', requestsPerDay: 10 } }], /\[0\]\.limits\.requestsPerMinute must be a whole number/],
     ['a misspelt field', [{ key: SECRET, plan: 'free', acountId: 'acme' }], /\[0\]\.acountId is not a field of an API key/],
     ['not an array', { key: SECRET, plan: 'free' }, /must be an array/],

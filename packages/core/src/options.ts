@@ -4,6 +4,7 @@
  * 500 or 503 on every request.
  */
 import * as v from 'valibot';
+import { B64TOKEN, MAX_API_KEY_LENGTH } from './auth/bearer.js';
 import { PLAN_NAMES } from './auth/principal.js';
 import { OPERATIONS } from './http/operations.js';
 
@@ -178,7 +179,13 @@ export const PetstoreOptionsSchema = options(petstoreEntries);
 /** One entry of `staticApiKeys`. The key itself is never quoted in a message. */
 const StaticApiKeySchema = object(
   {
-    key: v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty')),
+    key: v.pipe(
+      v.string('must be a string'),
+      v.minLength(1, 'must not be empty'),
+      // A key a client could never present (RFC 6750 bearer syntax, our length bound) is a setup mistake.
+      v.maxLength(MAX_API_KEY_LENGTH, `must be at most ${MAX_API_KEY_LENGTH} characters`),
+      v.regex(B64TOKEN, 'must be a bearer token (RFC 6750 b64token: letters, digits, - . _ ~ + / and trailing =)'),
+    ),
     plan: v.picklist(PLAN_NAMES, `must be one of ${planNames}`),
     accountId: v.optional(v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty'))),
     limits: v.optional(PlanLimitsSchema),

@@ -41,6 +41,10 @@ describe('readBearerCredential', () => {
   it('answers malformed for an over-long token', () => {
     expect(readBearerCredential(`Bearer ${'a'.repeat(MAX_API_KEY_LENGTH)}`).kind).toBe('token');
     expect(readBearerCredential(`Bearer ${'a'.repeat(MAX_API_KEY_LENGTH + 100)}`)).toEqual({ kind: 'malformed' });
+    // The bound is on the token, however it is spelt: one character over it is malformed, also after extra spaces.
+    expect(readBearerCredential(`Bearer ${'a'.repeat(MAX_API_KEY_LENGTH + 1)}`)).toEqual({ kind: 'malformed' });
+    expect(readBearerCredential(`Bearer   ${'a'.repeat(MAX_API_KEY_LENGTH + 1)}`)).toEqual({ kind: 'malformed' });
+    expect(readBearerCredential(`Bearer          ${'a'.repeat(MAX_API_KEY_LENGTH)}`)).toEqual({ kind: 'token', token: 'a'.repeat(MAX_API_KEY_LENGTH) });
   });
 });
 

@@ -12,6 +12,8 @@ export type BearerCredential =
   | { kind: 'token'; token: string };
 
 // RFC 6750 §2.1: credentials = "Bearer" 1*SP b64token; b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="
+/** RFC 6750 §2.1 `b64token`: the only keys a client can present. */
+export const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
 const BEARER = /^bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
 const BEARER_SCHEME = /^bearer(?:[ \t]|$)/i;
 // The common spelling, one space and no padding: tested without building a match array, token sliced off.
@@ -19,7 +21,8 @@ const BEARER_PLAIN = /^bearer [A-Za-z0-9\-._~+/]+=*$/i;
 const BEARER_PLAIN_PREFIX_LENGTH = 'Bearer '.length;
 
 /**
- * Longest API key accepted before hashing; longer values are answered as invalid without hashing them.
+ * Longest API key accepted, in characters: a longer bearer token is answered as an invalid key without being
+ * hashed, and `staticApiKeys` refuses a longer key (it could never be presented).
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#input-bounds
  */
 export const MAX_API_KEY_LENGTH = 4096;
@@ -44,12 +47,17 @@ export function readBearerCredential(authorization: string | readonly string[] |
   }
   // Other well-formed spellings (several spaces, trailing spaces) in one regex.
   const direct = raw.length <= MAX_API_KEY_LENGTH + 16 ? BEARER.exec(raw) : null;
-  if (direct?.[1]) return { kind: 'token', token: direct[1] };
+  if (direct?.[1]) return tokenOf(direct[1]);
   const value = raw.trim();
   if (!BEARER_SCHEME.test(value)) return { kind: 'missing' };
   if (value.length > MAX_API_KEY_LENGTH + 16) return { kind: 'malformed' };
   const match = BEARER.exec(value);
-  return match?.[1] ? { kind: 'token', token: match[1] } : { kind: 'malformed' };
+  return match?.[1] ? tokenOf(match[1]) : { kind: 'malformed' };
+}
+
+/** A token within {@link MAX_API_KEY_LENGTH}, however many spaces preceded it; a longer one is malformed. */
+function tokenOf(token: string): BearerCredential {
+  return token.length <= MAX_API_KEY_LENGTH ? { kind: 'token', token } : { kind: 'malformed' };
 }
 
 /**
