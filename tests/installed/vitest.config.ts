@@ -4,8 +4,9 @@ export default defineConfig({
   test: {
     environment: 'node',
     include: ['src/**/*.test.ts'],
-    testTimeout: 30_000,
-    // Packing six packages and installing them into throwaway projects.
-    hookTimeout: 120_000,
+    // Packs every package and installs the tarballs into a throwaway project, once for the files below.
+    globalSetup: ['src/global-setup.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
   },
 });

@@ -11,6 +11,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 // The core's own probe (test support, not part of any package's exports), shared rather than copied.
 import { pollutionProbe } from '../../../packages/core/src/test-pollution-probe.js';
+import { itWhen } from './it-when.js';
 import {
   call,
   expectError,
@@ -663,7 +664,7 @@ export function defineContractCases(impl: ServerImpl): void {
 
   // ---- the host app keeps its own routes and parsers ----
 
-  it.skipIf(!impl.capabilities.hostRoutes)('leaves host routes alone: GET /health answers 200 {ok: true}', async () => {
+  itWhen(impl.capabilities.hostRoutes, 'a server without host routes')('leaves host routes alone: GET /health answers 200 {ok: true}', async () => {
     const answer = await call(server, '/health');
     expect(answer.status).toBe(200);
     expect(jsonOf(answer)).toEqual({ ok: true });
@@ -672,7 +673,7 @@ export function defineContractCases(impl: ServerImpl): void {
 
   // ---- a host route behind the adapter's petstoreGuard: the API's keys, quotas, headers and errors ----
 
-  it.skipIf(!impl.capabilities.hostRoutes)(
+  itWhen(impl.capabilities.hostRoutes, 'a server without host routes')(
     'guards GET /reports: 200 with the principal\'s accountId and X-RateLimit-*, on the same quota as the API',
     async () => {
       const remaining: number[] = [];
@@ -689,7 +690,7 @@ export function defineContractCases(impl: ServerImpl): void {
     },
   );
 
-  it.skipIf(!impl.capabilities.hostRoutes)(
+  itWhen(impl.capabilities.hostRoutes, 'a server without host routes')(
     'answers GET /reports without a key, or with an invalid one, 401 with the Error body and WWW-Authenticate',
     async () => {
       const missing = await call(server, '/reports');
@@ -702,7 +703,7 @@ export function defineContractCases(impl: ServerImpl): void {
     },
   );
 
-  it.skipIf(!impl.capabilities.hostRoutes)(
+  itWhen(impl.capabilities.hostRoutes, 'a server without host routes')(
     'answers GET /reports 429 with Retry-After once the key\'s minute is used up across /reports and the API',
     async () => {
       await withOwnServer(async (own) => {
@@ -721,7 +722,7 @@ export function defineContractCases(impl: ServerImpl): void {
     },
   );
 
-  it.skipIf(impl.capabilities.hostJsonParser === undefined)(
+  itWhen(impl.capabilities.hostJsonParser !== undefined, 'a server without a host JSON parser')(
     "leaves the host's JSON parser alone: POST /echo answers with the parsed body",
     async () => {
       const payload = { hello: 'world', list: [1, 2, 3] };
@@ -731,7 +732,7 @@ export function defineContractCases(impl: ServerImpl): void {
     },
   );
 
-  it.skipIf(impl.capabilities.hostJsonParser !== 'fastify')(
+  itWhen(impl.capabilities.hostJsonParser === 'fastify', "a case for Fastify's own JSON parser")(
     "answers invalid JSON to a host route with Fastify's own error, not the API's",
     async () => {
       const answer = await call(server, '/echo', {
@@ -746,7 +747,7 @@ export function defineContractCases(impl: ServerImpl): void {
     },
   );
 
-  it.skipIf(impl.capabilities.hostJsonParser !== 'express')(
+  itWhen(impl.capabilities.hostJsonParser === 'express', 'a case for express.json()')(
     "answers invalid JSON that the host's express.json() refused with the API's Error body, not Express's page",
     async () => {
       const answer = await call(server, '/v1/categories', {

@@ -1,0 +1,80 @@
+/**
+ * The READMEs' code as ES modules, against the installed packages: TypeScript compiled with `module: nodenext`
+ * (strict), then every block run; and the exported names of every entry point, at run time and in the types.
+ */
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type ts from 'typescript';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { EXPECTED_EXPORTS } from './expected-exports.js';
+import { runNode, startServer } from './projects.js';
+import { ENTERPRISE_KEY, FREE_KEY, compileProgram, describeDiagnostics, freePort, programs, runProgram, typeExports } from './run-snippets.js';
+import { readSnippets } from './snippets.js';
+
+const { app, redis } = inject('installed');
+const snippets = await readSnippets();
+let esm: ts.Program | undefined;
+/** The API the client's code talks to (PETSTORE_URL), started by the first code that needs it. */
+let api: Promise<{ port: number; stop: () => Promise<unknown> }> | undefined;
+afterAll(async () => {
+  await (await api)?.stop();
+});
+
+describe('the READMEs’ code', () => {
+  it('covers servers on Fastify, Express, node:http and the Fetch entry, the client on both fetches, and plain CommonJS and ESM', () => {
+    const imported = new Set(snippets.flatMap((snippet) => snippet.imports));
+    for (const name of ['fastify', 'express', '@hono/node-server', 'node-fetch', '@petstore/client', '@petstore/core', '@petstore/storage-redis']) {
+      expect(imported, name).toContain(name);
+    }
+    expect(snippets.some((snippet) => snippet.server && snippet.code.includes('node:http'))).toBe(true);
+    expect(snippets.some((snippet) => snippet.language === 'js' && snippet.commonJs)).toBe(true);
+    expect(snippets.some((snippet) => snippet.language === 'js' && !snippet.commonJs)).toBe(true);
+  });
+
+  it('compiles as ESM (module nodenext, strict)', () => {
+    const { program, diagnostics } = compileProgram(app, 'esm');
+    esm = program;
+    expect(describeDiagnostics(diagnostics, snippets)).toEqual([]);
+  });
+});
+
+describe('the public surface', () => {
+  it('every entry point exports exactly the listed names, at run time (ESM and CommonJS) and in its types', async () => {
+    const entries = Object.keys(EXPECTED_EXPORTS);
+    await writeFile(
+      join(app, 'exports.mjs'),
+      `import { createRequire } from 'node:module';
+const require = createRequire(import.meta.url);
+const out = {};
+for (const entry of ${JSON.stringify(entries)}) out[entry] = { esm: Object.keys(await import(entry)).sort(), cjs: Object.keys(require(entry)).sort() };
+console.log(JSON.stringify(out));`,
+    );
+    const { code, output } = await runNode('exports.mjs', app, {});
+    expect(code, output).toBe(0);
+    const runtime = JSON.parse(output) as Record<string, { esm: string[]; cjs: string[] }>;
+    const types = typeExports(esm ?? compileProgram(app, 'esm').program, app, entries);
+    for (const entry of entries) {
+      const expected = EXPECTED_EXPORTS[entry]!;
+      expect(runtime[entry]?.esm, `${entry}: run-time exports`).toEqual([...expected.values].sort());
+      expect(runtime[entry]?.cjs, `${entry}: CommonJS exports`).toEqual([...expected.values].sort());
+      expect(types[entry], `${entry}: type-only exports`).toEqual([...expected.types].sort());
+    }
+  });
+});
+
+describe.concurrent('the READMEs’ code, run as ES modules', () => {
+  for (const program of programs(snippets).filter((candidate) => candidate.form === 'ESM')) {
+    it(`${program.label}: ${program.server ? 'answers an authenticated GET /v1/categories' : 'runs and exits 0'}`, async ({ skip }) => {
+      if (program.needsRedis && 'skipReason' in redis) skip(redis.skipReason);
+      api ??= freePort().then(async (port) => ({ port, ...(await startServer('serve.mjs', app, { PORT: String(port), PETSTORE_API_KEY: FREE_KEY })) }));
+      const { port } = program.needsApi ? await api : { port: 0 };
+      const failure = await runProgram(app, program, {
+        PETSTORE_API_KEY: FREE_KEY,
+        PETSTORE_ENTERPRISE_KEY: ENTERPRISE_KEY,
+        PETSTORE_URL: `http://127.0.0.1:${port}/v1`,
+        REDIS_URL: 'url' in redis ? redis.url : '',
+      });
+      expect(failure).toBeUndefined();
+    });
+  }
+});
