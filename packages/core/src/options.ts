@@ -158,6 +158,12 @@ const petstoreEntries = {
         servers: v.optional(object({ production: v.optional(v.string('must be a URL')), staging: v.optional(v.string('must be a URL')) }, 'the servers')),
         title: v.optional(v.string('must be a string')),
         description: v.optional(v.string('must be a string')),
+        license: v.optional(
+          object(
+            { name: v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty')), url: v.optional(v.string('must be a URL')) },
+            'the license ({ name, url? })',
+          ),
+        ),
       },
       'the description options',
     ),

@@ -115,13 +115,14 @@ describe('the OpenAPI document', () => {
     expect(document['openapi']).toBe('3.0.3');
     expect(OPENAPI_VERSION).toBe('3.0.3');
     expect(document['info']).toMatchObject({ title: 'Petstore', version: '1.0.0', description: expect.any(String) });
+    expect((document['info'] as Json)['license']).toEqual({ name: 'MIT', url: 'https://opensource.org/licenses/MIT' });
     expect(API_DESCRIPTION_VERSION).toBe('1.0.0');
     expect(JSON.parse(JSON.stringify(document))).toEqual(document);
   });
 
-  it('uses the configured title and description', () => {
-    const { petstore } = testPetstore({ openapi: { title: 'Acme pets', description: 'Our pets.' } });
-    expect(petstore.openapi['info']).toEqual({ title: 'Acme pets', version: '1.0.0', description: 'Our pets.' });
+  it('uses the configured title, description and license', () => {
+    const { petstore } = testPetstore({ openapi: { title: 'Acme pets', description: 'Our pets.', license: { name: 'Proprietary' } } });
+    expect(petstore.openapi['info']).toEqual({ title: 'Acme pets', version: '1.0.0', description: 'Our pets.', license: { name: 'Proprietary' } });
   });
 
   describe('servers', () => {

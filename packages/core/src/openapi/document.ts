@@ -24,7 +24,16 @@ export interface OpenApiOptions {
   title?: string;
   /** `info.description`. */
   description?: string;
+  /**
+   * `info.license`: the terms under which the API's description may be used. Default `{ name: 'MIT', url:
+   * 'https://opensource.org/licenses/MIT' }`, the license of the petstore packages; set your own when the API
+   * you serve is under other terms.
+   */
+  license?: { name: string; url?: string };
 }
+
+/** `info.license` when the options give none. */
+export const DEFAULT_OPENAPI_LICENSE: Readonly<{ name: string; url: string }> = Object.freeze({ name: 'MIT', url: 'https://opensource.org/licenses/MIT' });
 
 /** What the document needs besides {@link OpenApiOptions}: the resolved deprecations and stability markers. */
 export interface OpenApiOperationInfo {
@@ -200,6 +209,7 @@ export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOpera
       description:
         options.description ??
         'Categories used to classify pets, with bearer API keys, plan-based rate limits and temporary bans.',
+      license: { ...(options.license ?? DEFAULT_OPENAPI_LICENSE) },
     },
     servers,
     tags: [
