@@ -1,15 +1,32 @@
 /**
  * Compiling and running the READMEs' code in the installed project (written there by `global-setup.ts`).
  */
-import { copyFile } from 'node:fs/promises';
+import { copyFile, mkdir, symlink, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { basename, join } from 'node:path';
 import ts from 'typescript';
-import { ROOT, runNode, startServer } from './projects.js';
+import { EXPECTED_EXPORTS } from './expected-exports.js';
+import { ROOT, installProject, runNode, startServer, workspaceVersion, type PackageName } from './projects.js';
 import type { Snippet } from './snippets.js';
 
 export const FREE_KEY = 'installed-test-free-key';
 export const ENTERPRISE_KEY = 'installed-test-enterprise-key';
+
+/**
+ * Third-party packages the READMEs' code may import, at the versions the workspace has (npm's cache has them).
+ * The compiler is the workspace's TypeScript, with the workspace's `@types/node`: tools, not dependencies.
+ */
+const THIRD_PARTY = ['fastify', 'express', 'hono', '@hono/node-server', 'node-fetch', 'ioredis', '@types/express'];
+
+/** Installs every tarball and the frameworks into `app`, and writes the READMEs' code there. */
+export async function installApp(app: string, tarballs: Record<PackageName, string>, snippets: Snippet[]): Promise<void> {
+  await installProject(app, {
+    ...Object.fromEntries(Object.entries(tarballs).map(([name, path]) => [name, `file:${path}`])),
+    ...Object.fromEntries(THIRD_PARTY.map((name) => [name, workspaceVersion(name)])),
+    express4: `npm:express@${workspaceVersion('express4')}`,
+  });
+  await writeSnippets(app, snippets);
+}
 
 export type Target = 'esm' | 'cjs-node16' | 'cjs-node10';
 
@@ -147,4 +164,58 @@ export function typeExports(program: ts.Program, app: string, entries: string[])
     result[entry] = names.map((exported) => exported.getName()).sort();
   });
   return result;
+}
+
+/**
+ * Writes each README block where its compilations and runs expect it: TypeScript under esm/src (and, without
+ * top-level await, cjs/src), JavaScript under js/. Under e4/, `express` resolves to Express 4 (a link to the
+ * installed `express4` alias), for a second run of the code that imports it.
+ */
+async function writeSnippets(app: string, snippets: Snippet[]): Promise<void> {
+  for (const [dir, type] of [['esm', 'module'], ['cjs', 'commonjs'], ['js', 'commonjs'], ['e4', 'commonjs'], ['e4/esm', 'module'], ['e4/cjs', 'commonjs']] as const) {
+    await mkdir(join(app, dir, 'src'), { recursive: true });
+    await writeFile(join(app, dir, 'package.json'), JSON.stringify({ type }));
+  }
+  await mkdir(join(app, 'e4', 'node_modules'), { recursive: true });
+  await symlink(join(app, 'node_modules', 'express4'), join(app, 'e4', 'node_modules', 'express'), 'dir');
+  for (const snippet of snippets) {
+    if (snippet.language === 'ts') {
+      await writeFile(join(app, 'esm', 'src', `${snippet.id}.ts`), snippet.code);
+      if (!snippet.topLevelAwait) await writeFile(join(app, 'cjs', 'src', `${snippet.id}.ts`), snippet.code);
+    } else {
+      await writeFile(join(app, 'js', `${snippet.id}.${snippet.commonJs ? 'cjs' : 'mjs'}`), snippet.code);
+    }
+  }
+  // The API the client's code talks to (PETSTORE_URL), from the installed packages.
+  await writeFile(
+    join(app, 'serve.mjs'),
+    `import { createServer } from 'node:http';
+import { createPetstore, staticApiKeys } from '@petstore/core';
+import { petstoreNodeHandler } from '@petstore/core/node';
+import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
+const petstore = createPetstore({
+  apiKeys: staticApiKeys([{ key: process.env.PETSTORE_API_KEY, plan: 'enterprise', limits: { requestsPerMinute: 10000, requestsPerDay: 100000 } }]),
+  categories: memoryCategoryStore(),
+  rateLimit: { store: memoryRateLimitStore() },
+});
+createServer(petstoreNodeHandler(petstore)).listen(Number(process.env.PORT), '127.0.0.1');`,
+  );
+  // Compiled with the ESM snippets: a probe of every entry point's exports (see `typeExports`), and a check that
+  // the client's own statement of the API's bodies is exactly the core's.
+  await writeFile(
+    join(app, 'esm', 'src', 'exports-probe.ts'),
+    Object.keys(EXPECTED_EXPORTS).map((entry, index) => `export * as e${index} from ${JSON.stringify(entry)};`).join('\n'),
+  );
+  await writeFile(
+    join(app, 'esm', 'src', 'client-types-match-core.ts'),
+    `import type * as Client from '@petstore/client';
+import type * as Core from '@petstore/core';
+type Same<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+export const checks: [
+  Same<Client.Category, Core.Category>,
+  Same<Client.NewCategory, Core.NewCategory>,
+  Same<Client.ErrorBody, Core.ErrorBody>,
+  Same<Client.ErrorCode, Core.ErrorCode>,
+] = [true, true, true, true];`,
+  );
 }

@@ -3,14 +3,16 @@
  * the files and metadata every package carries, `npm publish --dry-run`.
  */
 import { checkPackage, createPackageFromTarballData } from '@arethetypeswrong/core';
-import { readFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { publint } from 'publint';
 import { formatMessage } from 'publint/utils';
 import { describe, expect, inject, it } from 'vitest';
 import { PACKAGES, ROOT, npm, readJson, workspaceVersion } from './projects.js';
 
-const { app, tarballs } = inject('installed');
+const { folder, tarballs } = inject('installed');
 const none = Object.fromEntries(Object.keys(tarballs).map((name) => [name, []]));
 
 describe('the tarballs', () => {
@@ -36,7 +38,10 @@ describe('the tarballs', () => {
 
   it('each holds its README, LICENSE, CHANGELOG and package metadata', async () => {
     for (const name of Object.values(PACKAGES)) {
-      const installed = join(app, 'node_modules', name);
+      const extracted = join(folder, 'extracted', name);
+      await mkdir(extracted, { recursive: true });
+      await promisify(execFile)('tar', ['-xzf', tarballs[name], '-C', extracted]);
+      const installed = join(extracted, 'package');
       for (const file of ['README.md', 'LICENSE', 'CHANGELOG.md']) {
         expect((await readFile(join(installed, file), 'utf8')).length, `${name}/${file}`).toBeGreaterThan(100);
       }

@@ -1,24 +1,56 @@
 /**
- * The READMEs' code as ES modules, against the installed packages: TypeScript compiled with `module: nodenext`
- * (strict), then every block run; and the exported names of every entry point, at run time and in the types.
+ * The READMEs' code against the installed packages: every tarball and the frameworks installed into a
+ * throwaway project outside the workspace, the TypeScript compiled as ESM (`module: nodenext`) and as CommonJS
+ * (`moduleResolution` `node16` and `node10`), strict, and every block run; and the exported names of every
+ * entry point, at run time and in the types.
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type ts from 'typescript';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { EXPECTED_EXPORTS } from './expected-exports.js';
 import { runNode, startServer } from './projects.js';
-import { ENTERPRISE_KEY, FREE_KEY, compileProgram, describeDiagnostics, freePort, programs, runProgram, typeExports } from './run-snippets.js';
+import {
+  ENTERPRISE_KEY,
+  FREE_KEY,
+  compileProgram,
+  describeDiagnostics,
+  freePort,
+  installApp,
+  programs,
+  runProgram,
+  typeExports,
+  type Program,
+} from './run-snippets.js';
 import { readSnippets } from './snippets.js';
 
-const { app, redis } = inject('installed');
+const { folder, tarballs, redis } = inject('installed');
+/** The project every README's code runs in: all packages, all frameworks. */
+const app = join(folder, 'app');
 const snippets = await readSnippets();
 let esm: ts.Program | undefined;
 /** The API the client's code talks to (PETSTORE_URL), started by the first code that needs it. */
 let api: Promise<{ port: number; stop: () => Promise<unknown> }> | undefined;
+
+beforeAll(() => installApp(app, tarballs, snippets));
 afterAll(async () => {
   await (await api)?.stop();
 });
+
+async function run(program: Program, skip: (condition: boolean, note?: string) => void): Promise<void> {
+  skip(program.needsRedis && 'skipReason' in redis, 'skipReason' in redis ? redis.skipReason : '');
+  api ??= freePort().then(async (port) => ({ port, ...(await startServer('serve.mjs', app, { PORT: String(port), PETSTORE_API_KEY: FREE_KEY })) }));
+  const { port } = program.needsApi ? await api : { port: 0 };
+  const failure = await runProgram(app, program, {
+    PETSTORE_API_KEY: FREE_KEY,
+    PETSTORE_ENTERPRISE_KEY: ENTERPRISE_KEY,
+    PETSTORE_URL: `http://127.0.0.1:${port}/v1`,
+    REDIS_URL: 'url' in redis ? redis.url : '',
+  });
+  expect(failure).toBeUndefined();
+}
+
+const title = (program: Program) => `${program.label}: ${program.server ? 'answers an authenticated GET /v1/categories' : 'runs and exits 0'}`;
 
 describe('the READMEs’ code', () => {
   it('covers servers on Fastify, Express, node:http and the Fetch entry, the client on both fetches, and plain CommonJS and ESM', () => {
@@ -35,6 +67,12 @@ describe('the READMEs’ code', () => {
     const { program, diagnostics } = compileProgram(app, 'esm');
     esm = program;
     expect(describeDiagnostics(diagnostics, snippets)).toEqual([]);
+  });
+  it('compiles as CommonJS (moduleResolution node16, strict)', () => {
+    expect(describeDiagnostics(compileProgram(app, 'cjs-node16').diagnostics, snippets)).toEqual([]);
+  });
+  it('compiles as CommonJS (moduleResolution node10, strict)', () => {
+    expect(describeDiagnostics(compileProgram(app, 'cjs-node10').diagnostics, snippets)).toEqual([]);
   });
 });
 
@@ -62,19 +100,6 @@ console.log(JSON.stringify(out));`,
   });
 });
 
-describe.concurrent('the READMEs’ code, run as ES modules', () => {
-  for (const program of programs(snippets).filter((candidate) => candidate.form === 'ESM')) {
-    it(`${program.label}: ${program.server ? 'answers an authenticated GET /v1/categories' : 'runs and exits 0'}`, async ({ skip }) => {
-      if (program.needsRedis && 'skipReason' in redis) skip(redis.skipReason);
-      api ??= freePort().then(async (port) => ({ port, ...(await startServer('serve.mjs', app, { PORT: String(port), PETSTORE_API_KEY: FREE_KEY })) }));
-      const { port } = program.needsApi ? await api : { port: 0 };
-      const failure = await runProgram(app, program, {
-        PETSTORE_API_KEY: FREE_KEY,
-        PETSTORE_ENTERPRISE_KEY: ENTERPRISE_KEY,
-        PETSTORE_URL: `http://127.0.0.1:${port}/v1`,
-        REDIS_URL: 'url' in redis ? redis.url : '',
-      });
-      expect(failure).toBeUndefined();
-    });
-  }
+describe.concurrent('the READMEs’ code, run', () => {
+  for (const program of programs(snippets)) it(title(program), ({ skip }) => run(program, skip));
 });
