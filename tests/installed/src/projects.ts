@@ -2,7 +2,7 @@
  * Throwaway projects outside the workspace, with the packages installed from their packed tarballs — what a
  * user gets from the registry, and nothing of the workspace (no symlinks, no hoisted dev dependencies).
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -101,7 +101,7 @@ export function runNode(file: string, cwd: string, env: NodeJS.ProcessEnv, timeo
 }
 
 /** Starts `node file` in `cwd` as a server; resolves once its port accepts connections. */
-export async function startServer(file: string, cwd: string, env: NodeJS.ProcessEnv & { PORT: string }): Promise<{ child: ChildProcess; output: () => string; stop: () => Promise<number | null> }> {
+export async function startServer(file: string, cwd: string, env: NodeJS.ProcessEnv & { PORT: string }): Promise<{ output: () => string; stop: () => Promise<number | null> }> {
   const child = spawn(process.execPath, [file], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
@@ -122,7 +122,6 @@ export async function startServer(file: string, cwd: string, env: NodeJS.Process
     }
   }
   return {
-    child,
     output: () => output,
     stop: () => {
       child.kill('SIGTERM');

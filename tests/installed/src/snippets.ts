@@ -1,6 +1,6 @@
 /**
  * The code of the READMEs: every fenced block tagged `ts` or `js` in README.md and packages/*\/README.md. Each
- * one is a complete module, compiled and run against the installed tarballs (see CONTRIBUTING.md, "Code in
+ * one is a complete module, compiled and run against the installed tarballs (see the root README, "Code in
  * the READMEs"); other tags (`sh`, `text`, `json`) are not code to run.
  */
 import { readFile, readdir } from 'node:fs/promises';
