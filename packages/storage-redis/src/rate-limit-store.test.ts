@@ -13,7 +13,7 @@ import {
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { redisRateLimitStore, rateLimitRedisKey, type RedisRateLimitStoreOptions } from './rate-limit-store.js';
-import { closedPort, connect, skipRedis, track, uniquePrefix } from './test-support/redis.js';
+import { closedPort, connect, monitorCommands, skipRedis, track, uniquePrefix } from './test-support/redis.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const BAN: BanPolicy = { rejectedThreshold: 3, intervalMs: MINUTE_MS, durationMs: 10 * MINUTE_MS };
@@ -179,13 +179,12 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
     const info = String(await client.call('CLIENT', 'INFO'));
     const address = /\baddr=(\S+)/.exec(info)?.[1];
     expect(address).toBeDefined();
-    const monitor = track(await connect().monitor());
     const fromStore: string[] = [];
     const insideScript: string[] = [];
     const sentinel = `sentinel-${Math.random()}`;
     let sawSentinel: () => void = () => {};
     const sentinelSeen = new Promise<void>((resolve) => (sawSentinel = resolve));
-    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    await monitorCommands(({ source, args }) => {
       const command = String(args[0]).toLowerCase();
       if (source === address) fromStore.push(command);
       else if (source === 'lua' && insideScript.length < 100) insideScript.push(command);

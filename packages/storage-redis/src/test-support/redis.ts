@@ -3,7 +3,7 @@
  * unique key prefix per store so tests never collide (its keys are deleted after the test).
  */
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
+import { connect as connectSocket, createServer, type Socket } from 'node:net';
 import { Redis, type RedisOptions } from 'ioredis';
 import { afterEach, inject } from 'vitest';
 
@@ -14,6 +14,7 @@ export const skipRedis = redisUrl === null;
 
 const openClients = new Set<Redis>();
 const usedPrefixes = new Set<string>();
+const openSockets = new Set<Socket>();
 
 afterEach(async () => {
   const prefixes = [...usedPrefixes];
@@ -31,6 +32,8 @@ afterEach(async () => {
       cleaner.disconnect();
     }
   }
+  for (const socket of openSockets) socket.destroy();
+  openSockets.clear();
   const clients = [...openClients];
   openClients.clear();
   await Promise.all(
@@ -67,4 +70,45 @@ export async function closedPort(): Promise<number> {
   const { port } = server.address() as { port: number };
   await new Promise((resolve) => server.close(resolve));
   return port;
+}
+
+/** One command as MONITOR reports it: where it came from (`ip:port`, or `lua` inside a script) and its words. */
+export interface MonitoredCommand {
+  source: string;
+  args: string[];
+}
+
+/**
+ * Runs MONITOR on the Redis under test over a plain socket and reports every command to `onCommand`
+ * until the test ends. (ioredis's own monitor mode can lose track of its replies when other clients are
+ * busy on the same server between MONITOR's `+OK` and its switch into monitoring mode.)
+ */
+export async function monitorCommands(onCommand: (command: MonitoredCommand) => void): Promise<void> {
+  const url = new URL(redisUrl ?? 'redis://127.0.0.1:1');
+  const socket = connectSocket(Number(url.port || 6379), url.hostname);
+  openSockets.add(socket);
+  socket.setEncoding('utf8');
+  let buffered = '';
+  let started: () => void = () => {};
+  let failed: (error: Error) => void = () => {};
+  const ready = new Promise<void>((resolve, reject) => ((started = resolve), (failed = reject)));
+  socket.on('error', (error) => failed(error));
+  socket.on('data', (chunk: string) => {
+    buffered += chunk;
+    let end: number;
+    while ((end = buffered.indexOf('\r\n')) !== -1) {
+      const line = buffered.slice(0, end);
+      buffered = buffered.slice(end + 2);
+      if (line === '+OK') started();
+      else if (line.startsWith('-')) failed(new Error(line.slice(1)));
+      else {
+        const match = /^\+\d+\.\d+ \[\d+ ([^\]]+)\] (.*)$/.exec(line);
+        if (match === null) continue;
+        const args = [...(match[2] as string).matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((word) => word[1] as string);
+        onCommand({ source: match[1] as string, args });
+      }
+    }
+  });
+  socket.write('MONITOR\r\n');
+  await ready;
 }
