@@ -13,8 +13,8 @@ export interface MemoryCategoryStoreOptions {
 
 /** A {@link CategoryStore} in process memory. */
 export interface MemoryCategoryStore extends CategoryStore {
-  /** Every category in id order, answered directly (no promise): one frozen array until the next create. */
-  list(): readonly Category[];
+  /** Every category in id order: one frozen array until the next create. */
+  list(): Promise<readonly Category[]>;
   create(newCategory: NewCategory): Promise<Category>;
 }
 
@@ -40,7 +40,7 @@ export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): M
   // reuses the JSON it wrote for it (see CategoryStore.list) instead of serialising the same list again.
   let snapshot: readonly Category[] | undefined;
   return {
-    list() {
+    async list() {
       if (snapshot === undefined) {
         const categories: Category[] = [];
         for (const category of records.rvalues()) if (category !== undefined) categories.push(category);

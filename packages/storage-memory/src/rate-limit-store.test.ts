@@ -16,25 +16,24 @@ const request = (windows: readonly RateLimitWindow[], nowMs: number, ban?: Consu
 });
 
 describe('memoryRateLimitStore', () => {
-  it('answers directly, without a promise, so business rules can be tested synchronously', () => {
+  it('admits up to the limit, then rejects with reason rate_limited', async () => {
     const store = memoryRateLimitStore();
     const windows = minuteAndDay(2, 10);
-    const first = store.consume('key:a', request(windows, START));
-    expect(first).not.toBeInstanceOf(Promise);
-    expect(first.allowed).toBe(true);
-    expect(store.consume('key:a', request(windows, START)).windows.map((window) => window.remaining)).toEqual([0, 8]);
-    expect(store.consume('key:a', request(windows, START))).toMatchObject({ allowed: false, reason: 'rate_limited' });
+    expect((await store.consume('key:a', request(windows, START))).allowed).toBe(true);
+    expect((await store.consume('key:a', request(windows, START))).windows.map((window) => window.remaining)).toEqual([0, 8]);
+    expect(await store.consume('key:a', request(windows, START))).toMatchObject({ allowed: false, reason: 'rate_limited' });
   });
 
-  it('charges in place for a key on the same windows, and still answers each request with its own result', () => {
+  it('answers each request of a key with its own result, and keeps usage per window name', async () => {
     const store = memoryRateLimitStore();
     const windows = Object.freeze(minuteAndDay(5, 10));
-    const results = Array.from({ length: 6 }, (_, i) => store.consume('key:a', request(windows, START + i)));
+    const results = [];
+    for (let i = 0; i < 6; i++) results.push(await store.consume('key:a', request(windows, START + i)));
     // Earlier results are not changed by later charges.
     expect(results.map((result) => result.windows[0]?.used)).toEqual([1, 2, 3, 4, 5, 5]);
     expect(results.map((result) => result.allowed)).toEqual([true, true, true, true, true, false]);
     // Other windows for the same key (a plan change) keep the usage per window name.
-    const upgraded = store.consume('key:a', request(minuteAndDay(50, 100), START + 10));
+    const upgraded = await store.consume('key:a', request(minuteAndDay(50, 100), START + 10));
     expect(upgraded.windows.map((window) => window.used)).toEqual([6, 6]);
   });
 
@@ -70,7 +69,7 @@ describe('memoryRateLimitStore', () => {
     const store = memoryRateLimitStore({ maxKeys: 1000 });
     let largest = 0;
     for (let i = 0; i < 20_000; i++) {
-      store.consume(`anon:10.0.${i >> 8}.${i & 255}`, request(minuteAndDay(30, 500), START));
+      await store.consume(`anon:10.0.${i >> 8}.${i & 255}`, request(minuteAndDay(30, 500), START));
       largest = Math.max(largest, store.size);
     }
     expect(largest).toBe(1000);
@@ -137,15 +136,15 @@ describe('memoryRateLimitStore', () => {
     expect(store.remainingTtlMs('key:a')).toBeUndefined();
   });
 
-  it('makes a new, empty store with the same bounds and clock (newStore)', () => {
+  it('makes a new, empty store with the same bounds and clock (newStore)', async () => {
     const clock = fakeClock(Date.UTC(2026, 0, 1));
     const store = memoryRateLimitStore({ maxKeys: 3, clock });
     const request: ConsumeRequest = { windows: [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }], nowMs: clock.now(), ban: undefined };
-    store.consume('shared-name', request);
+    await store.consume('shared-name', request);
     const other = store.newStore();
     expect(other.size).toBe(0);
-    expect(other.consume('shared-name', request).windows[0]?.used).toBe(1); // nothing shared
-    for (let i = 0; i < 10; i++) other.consume(`k${i}`, request);
+    expect((await other.consume('shared-name', request)).windows[0]?.used).toBe(1); // nothing shared
+    for (let i = 0; i < 10; i++) await other.consume(`k${i}`, request);
     expect(other.size).toBe(3); // the same maxKeys
     expect(store.size).toBe(1);
     expect(other.remainingTtlMs('k9')).toBe(MINUTE_MS); // the same clock

@@ -2,13 +2,10 @@ import {
   decideConsume,
   systemClock,
   type Clock,
-  type ConsumeRequest,
-  type ConsumeResult,
   type RateLimitState,
   type RateLimitStore,
 } from '@petstore/core';
 import { LRUCache } from 'lru-cache';
-import { chargeInPlace } from './charge-in-place.js';
 
 /** Options of {@link memoryRateLimitStore}. */
 export interface MemoryRateLimitStoreOptions {
@@ -30,11 +27,6 @@ export interface MemoryRateLimitStoreOptions {
 
 /** A {@link RateLimitStore} in this process's memory, with its current number of tracked keys. */
 export interface MemoryRateLimitStore extends RateLimitStore {
-  /**
-   * Decides and charges in one synchronous step and answers the result directly (no promise): see
-   * {@link RateLimitStore.consume}.
-   */
-  consume(key: string, request: ConsumeRequest): ConsumeResult;
   /** Keys currently held (expired entries count until they are read, evicted or purged). */
   readonly size: number;
   /**
@@ -54,8 +46,8 @@ export const DEFAULT_MAX_KEYS = 100_000;
 /**
  * A rate-limit store in process memory, on an LRU cache bounded by `maxKeys`.
  *
- * Each `consume` reads, decides (`decideConsume` from the core) and writes back in one synchronous step, so
- * it is atomic per key within the process. Every entry expires when its last window (or ban) ends: no timer per key, and no
+ * Each `consume` reads, decides (`decideConsume` from the core) and writes back in one synchronous step before
+ * it answers its promise, so it is atomic per key within the process. Every entry expires when its last window (or ban) ends: no timer per key, and no
  * `setTimeout` limit on day- or month-long windows; an expired entry is dropped when read, evicted or purged. State is per
  * instance; several processes do not share it (use a networked store for that).
  *
@@ -93,25 +85,21 @@ export function memoryRateLimitStore(options: MemoryRateLimitStoreOptions = {}):
       for (const key of expired) cache.delete(key);
       return expired.length;
     },
-    consume(key, request) {
+    async consume(key, request) {
+      // A new state per decision, from the core's one decision function. Charging the held counters in place
+      // instead saved 0.08 µs per consume with 1,000 keys and 1.4 µs with 1,000,000 (measured; under 5 % of
+      // the 43 µs of server CPU per request), not worth a second copy of the decision.
       const nowMs = request.nowMs;
       const held = cache.get(key);
       const entry = held !== undefined && isLive(held, nowMs) ? held : undefined;
-      if (entry !== undefined && entry.windows === request.windows) {
-        // The common case: charged in place, nothing allocated but the answer.
-        const charged = chargeInPlace(entry.state, request);
-        if (charged !== undefined) return charged;
-      }
       const decision = decideConsume(entry?.state, request);
       if (decision.expiresAtMs <= nowMs) {
         cache.delete(key);
       } else if (entry !== undefined) {
-        // Counters are built from the request's windows, except when a ban answers with the state unchanged.
-        if (decision.state !== entry.state) entry.windows = request.windows;
         entry.state = decision.state;
         entry.expiresAtMs = decision.expiresAtMs;
       } else {
-        cache.set(key, { state: decision.state, windows: request.windows, expiresAtMs: decision.expiresAtMs });
+        cache.set(key, { state: decision.state, expiresAtMs: decision.expiresAtMs });
       }
       return decision.result;
     },
@@ -121,8 +109,6 @@ export function memoryRateLimitStore(options: MemoryRateLimitStoreOptions = {}):
 /** What the store keeps per key. */
 interface Entry {
   state: RateLimitState;
-  /** The windows `state.counters` were built for (the engine hands out one frozen array per plan). */
-  windows: ConsumeRequest['windows'];
   /** When the state stops mattering, Unix epoch ms (the engine's clock). */
   expiresAtMs: number;
 }

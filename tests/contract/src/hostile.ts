@@ -448,14 +448,14 @@ export function defineHostileCases(impl: ServerImpl): void {
   const countCreated = (answers: readonly RawAnswer[]) => {
     created += answers.filter((answer) => answer.status === 201).length;
   };
-  beforeEach(() => {
-    categoriesBefore = server.stores.categories.list().length;
+  beforeEach(async () => {
+    categoriesBefore = (await server.stores.categories.list()).length;
     created = 0;
   });
   afterEach(async () => {
     const check = await exchange(server.origin, get('/v1/categories'), { localAddress: freshAddress() });
     expect(check.answers.map((answer) => answer.status), `a normal GET afterwards: ${describeExchange(check)}`).toEqual([200]);
-    expect(server.stores.categories.list().length - categoriesBefore, 'categories created = 201 answers').toBe(created);
+    expect((await server.stores.categories.list()).length - categoriesBefore, 'categories created = 201 answers').toBe(created);
   });
 
   /** One connection from a fresh address: writes `chunks`, reads the answers (see {@link exchange}). */
@@ -519,7 +519,7 @@ export function defineHostileCases(impl: ServerImpl): void {
   }
 
   /** The current list, as `GET /v1/categories` answers it. */
-  const listJson = () => JSON.stringify(server.stores.categories.list());
+  const listJson = async () => JSON.stringify(await server.stores.categories.list());
 
   // ---- refused by Node's HTTP layer ----
 
@@ -531,9 +531,9 @@ export function defineHostileCases(impl: ServerImpl): void {
   }
 
   /** Node versions differ on some request lines: served like HTTP/1.1 (the list, by the API), or refused. */
-  function expectListedOrRefused(result: RawExchange): void {
+  async function expectListedOrRefused(result: RawExchange): Promise<void> {
     if (rateLimitHeaderNames(result.answers[0]).length > 0) {
-      expect(expectOneApiAnswer(result, 200).body).toBe(listJson());
+      expect(expectOneApiAnswer(result, 200).body).toBe(await listJson());
     } else {
       expectRefused(result, 400);
     }
@@ -541,12 +541,12 @@ export function defineHostileCases(impl: ServerImpl): void {
 
   it('answers a request line without an HTTP version (taken as HTTP/0.9 by Node 20) or refuses it; never a 5xx', async () => {
     const result = await send(`GET /v1/categories${CRLF}${HOST}${CRLF}${AUTH}${CRLF}${CRLF}`, { waitForClose: true });
-    expectListedOrRefused(result);
+    await expectListedOrRefused(result);
     expect(result.closed, describeExchange(result)).toBe(true);
   });
 
   it('answers version HTTP/2.0 in an HTTP/1 request line like HTTP/1.1 (Node 20 accepts it) or refuses it', async () => {
-    expectListedOrRefused(await send(get('/v1/categories', [], 'HTTP/2.0'), { waitForClose: true, timeoutMs: 300 }));
+    await expectListedOrRefused(await send(get('/v1/categories', [], 'HTTP/2.0'), { waitForClose: true, timeoutMs: 300 }));
   });
 
   // ---- accepted and answered by the API ----
@@ -558,7 +558,7 @@ export function defineHostileCases(impl: ServerImpl): void {
       for (const [name, pattern] of Object.entries(hostile.headers ?? {})) {
         expect(headerOf(answer, name) ?? '(absent)', name).toMatch(pattern);
       }
-      if (hostile.status === 200) expect(answer.body).toBe(listJson());
+      if (hostile.status === 200) expect(answer.body).toBe(await listJson());
     });
   }
 
@@ -604,7 +604,7 @@ export function defineHostileCases(impl: ServerImpl): void {
       const result = await send(get(hostile.target));
       if ('api' in outcome) {
         const answer = expectOneApiAnswer(result, outcome.api, outcome.api === 404 ? 'not_found' : undefined);
-        if (outcome.api === 200) expect(answer.body).toBe(listJson());
+        if (outcome.api === 200) expect(answer.body).toBe(await listJson());
       } else {
         expectOutside(result, outcome.outside);
       }
@@ -634,7 +634,7 @@ export function defineHostileCases(impl: ServerImpl): void {
     const createdAnswer = await send(post('{"name":"absolute"}', [], `http://127.0.0.1:${port}/v1/categories`));
     expect(JSON.parse(expectOneApiAnswer(createdAnswer, 201).body)).toMatchObject({ name: 'absolute' });
     const listed = await send(get(`http://127.0.0.1:${port}/v1/categories`));
-    expect(expectOneApiAnswer(listed, 200).body).toBe(listJson());
+    expect(expectOneApiAnswer(listed, 200).body).toBe(await listJson());
   });
 
   it('leaves an absolute-form target whose path is not under the prefix alone: http://127.0.0.1:PORT?/v1/categories', async () => {
@@ -687,8 +687,8 @@ export function defineHostileCases(impl: ServerImpl): void {
     await connection.write(postHead(['Content-Length: 100']) + '{"name":"a');
     connection.destroy();
     const after = await send(get('/v1/categories'));
-    expect(expectOneApiAnswer(after, 200).body).toBe(listJson());
-    expect(server.stores.categories.list().length).toBe(categoriesBefore);
+    expect(expectOneApiAnswer(after, 200).body).toBe(await listJson());
+    expect((await server.stores.categories.list()).length).toBe(categoriesBefore);
   });
 
   it('creates nothing from a chunked body without its last chunk, the client then half-closing', async () => {
@@ -814,7 +814,7 @@ export function defineHostileCases(impl: ServerImpl): void {
   ] as const) {
     it(`answers HTTP/1.0 ${name}, then closes the connection`, async () => {
       const result = await send(head('GET /v1/categories HTTP/1.0', headers), { waitForClose: true });
-      expect(expectOneApiAnswer(result, 200).body).toBe(listJson());
+      expect(expectOneApiAnswer(result, 200).body).toBe(await listJson());
       expect(result.closed, describeExchange(result)).toBe(true);
     });
   }

@@ -48,11 +48,11 @@ export function apiKeyHashesEqual(a: Uint8Array, b: Uint8Array): boolean {
  * Resolves an API key to the {@link Principal} it belongs to. Implement it over your own key database.
  *
  * `findPrincipal` receives the SHA-256 digest of the presented key (32 bytes), never the key itself, and
- * answers `undefined` for an unknown key. It may be synchronous or return a promise. A thrown error becomes a
- * 500 `internal_error` answer.
+ * answers (a promise of) `undefined` for an unknown key. A rejection (or a thrown error) becomes a 500
+ * `internal_error` answer.
  */
 export interface ApiKeyStore {
-  findPrincipal(apiKeyHash: Uint8Array): Principal | undefined | Promise<Principal | undefined>;
+  findPrincipal(apiKeyHash: Uint8Array): Promise<Principal | undefined>;
 }
 
 /** One key of a {@link staticApiKeys} store. */
@@ -99,7 +99,7 @@ export function staticApiKeys(keys: readonly StaticApiKey[]): ApiKeyStore {
     byLookupKey.set(lookupKey(keyHash), candidates);
   }
   return {
-    findPrincipal(apiKeyHash) {
+    async findPrincipal(apiKeyHash) {
       if (apiKeyHash.byteLength !== API_KEY_HASH_BYTES) return undefined;
       const candidates = byLookupKey.get(lookupKey(apiKeyHash));
       if (candidates === undefined) return undefined;

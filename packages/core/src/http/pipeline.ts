@@ -25,7 +25,6 @@ import type { Principal } from '../auth/principal.js';
 import { systemClock, type Clock } from '../clock.js';
 import { ERROR_STATUS, PetstoreError, errorBody, isPetstoreError, type ErrorCode } from '../errors.js';
 import { buildOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from '../openapi/document.js';
-import type { Thenable } from '../internal/promise.js';
 import { createRateLimitDecider, type RateLimitDecision, type RateLimiterOptions } from '../rate-limit/engine.js';
 import { parseNewCategory, type Category } from '../schemas.js';
 import type { CategoryStore } from '../storage/category-store.js';
@@ -186,8 +185,6 @@ interface Authentication {
 type Admission = { principal: Principal | undefined; headers: Record<string, string> } | { response: PetstoreResponse };
 const NOT_PRESENTED: Authentication = Object.freeze({ presented: false });
 const PRESENTED_INVALID: Authentication = Object.freeze({ presented: true });
-const authenticated = (principal: Principal | undefined): Authentication =>
-  principal ? { principal, presented: true } : PRESENTED_INVALID;
 const POSITIVE_INTEGER = /^[1-9][0-9]{0,15}$/;
 const NO_BODY: PetstoreRequestBody = Object.freeze({ kind: 'none' });
 const CONTINUE = /^\s*100-continue\s*$/i;
@@ -234,7 +231,9 @@ export function createPetstore(options: PetstoreOptions): Petstore {
   const realm = options.realm ?? 'petstore';
   // The JSON of the last frozen list: a store that answers the same frozen array between writes (the memory
   // store does) has it serialised once, not per request (see CategoryStore.list). A frozen array stays frozen,
-  // so the same array object needs no other check.
+  // so the same array object needs no other check. Measured (benchmarks/src/pipeline-bench.ts, `handle` for an
+  // authenticated GET /categories on the memory stores, median ns per request): saves 1.3–1.6 µs per request
+  // with 3 categories (3–4 % of the 43 µs of server CPU per request) and 25–32 µs with 100; it grows with the list.
   let lastList: readonly Category[] | undefined;
   let lastListJson = '';
   const listJson = (list: readonly Category[]): string => {
@@ -248,15 +247,13 @@ export function createPetstore(options: PetstoreOptions): Petstore {
   };
   const { apiKeys, categories, onEvent, handlers = {} } = options;
 
-  /** Who is calling. Synchronous when the key store answers synchronously (most do): no promise per request. */
-  function authenticate(request: GuardRequest): Authentication | Promise<Authentication> {
+  /** Who is calling. */
+  async function authenticate(request: GuardRequest): Promise<Authentication> {
     const credential = readBearerCredential(request.headers['authorization']);
     if (credential.kind === 'missing') return NOT_PRESENTED;
     if (credential.kind === 'malformed') return PRESENTED_INVALID;
-    const found = apiKeys.findPrincipal(hashApiKey(credential.token));
-    return found !== undefined && typeof (found as Thenable).then === 'function'
-      ? Promise.resolve(found).then(authenticated)
-      : authenticated(found as Principal | undefined);
+    const principal = await apiKeys.findPrincipal(hashApiKey(credential.token));
+    return principal ? { principal, presented: true } : PRESENTED_INVALID;
   }
 
   const eventFor = (request: GuardRequest, type: PetstoreEvent['type'], principal?: Principal): PetstoreEvent => ({
@@ -306,24 +303,14 @@ export function createPetstore(options: PetstoreOptions): Petstore {
 
   /**
    * Steps 1–3: authentication, rate limiting, 401. Admitted requests get the headers their answer starts
-   * from (the rate-limit headers). Answers directly when the key store and the rate-limit store do (no
-   * promise per request on memory stores), a promise otherwise; a failure is thrown or rejected.
+   * from (the rate-limit headers). A failure rejects. Every store call is simply awaited: a synchronous path
+   * for stores that answer without a promise saved 0.5 µs per request (1 % of 43 µs), measured, so it is gone.
    */
-  function admit(request: GuardRequest, publicOperation: boolean): Admission | Promise<Admission> {
-    const authentication = authenticate(request);
-    if (typeof (authentication as Thenable).then === 'function') {
-      return Promise.resolve(authentication).then((settled) => charge(request, publicOperation, settled));
-    }
-    return charge(request, publicOperation, authentication as Authentication);
-  }
-
-  function charge(request: GuardRequest, publicOperation: boolean, authentication: Authentication): Admission | Promise<Admission> {
+  async function admit(request: GuardRequest, publicOperation: boolean): Promise<Admission> {
+    const authentication = await authenticate(request);
     const principal = authentication.principal;
-    const decision = decideRateLimit(principal ? { principal } : { anonymousKey: anonymousKeyOf(request) });
-    if (typeof (decision as Thenable).then === 'function') {
-      return Promise.resolve(decision).then((settled) => conclude(request, publicOperation, authentication, settled));
-    }
-    return conclude(request, publicOperation, authentication, decision as RateLimitDecision);
+    const decision = await decideRateLimit(principal ? { principal } : { anonymousKey: anonymousKeyOf(request) });
+    return conclude(request, publicOperation, authentication, decision);
   }
 
   /** Who a caller without a valid key is: the host's `anonymousKey`, else the normalised client address. */
@@ -426,8 +413,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     let headers: Record<string, string> = {};
     try {
       const route = matchRoute(request.method, request.path);
-      const admission = admit(request, route.kind === 'operation' && route.operation.public);
-      const admitted = typeof (admission as Thenable).then === 'function' ? await admission : (admission as Admission);
+      const admitted = await admit(request, route.kind === 'operation' && route.operation.public);
       if ('response' in admitted) return admitted.response;
       const { principal } = admitted;
       headers = admitted.headers;
@@ -456,11 +442,8 @@ export function createPetstore(options: PetstoreOptions): Petstore {
       switch (operationId) {
         case 'getOpenApiDocument':
           return textAnswer(200, openapiJson, headers, request.method);
-        case 'listCategories': {
-          const listed = categories.list();
-          const list = typeof (listed as Thenable).then === 'function' ? await listed : (listed as readonly Category[]);
-          return textAnswer(200, listJson(list), headers, request.method);
-        }
+        case 'listCategories':
+          return textAnswer(200, listJson(await categories.list()), headers, request.method);
         case 'createCategory': {
           const body = request.body ?? NO_BODY;
           assertJsonContentType(request.headers);
@@ -487,8 +470,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
 
   async function guard(request: GuardRequest): Promise<GuardResult> {
     try {
-      const admission = admit(request, false);
-      const admitted = typeof (admission as Thenable).then === 'function' ? await admission : (admission as Admission);
+      const admitted = await admit(request, false);
       if ('response' in admitted) return { allowed: false, response: admitted.response };
       return { allowed: true, principal: admitted.principal as Principal, headers: admitted.headers };
     } catch (error) {

@@ -7,7 +7,6 @@ import type { Clock } from '../clock.js';
 import { DEFAULT_IPV6_SUBNET, normalizeClientAddress } from './client-address.js';
 import { RateLimiterOptionsSchema, assertOptions } from '../options.js';
 import { PetstoreError } from '../errors.js';
-import type { Thenable } from '../internal/promise.js';
 import { rateLimitHeaders, retryAfterSeconds, standardRateLimitHeaders } from './headers.js';
 import { DEFAULT_ANONYMOUS_LIMITS, DEFAULT_BAN_POLICY, DEFAULT_PLAN_LIMITS, assertPlanLimits, windowsForLimits } from './plans.js';
 import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitStore, RateLimitWindow } from './types.js';
@@ -121,20 +120,14 @@ export interface RateLimiter {
  */
 export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   assertOptions(RateLimiterOptionsSchema, options, 'createRateLimiter');
-  const decide = createRateLimitDecider(options);
-  // An async function: a decision answered directly is wrapped, and an error thrown is a rejection.
-  return { consume: async (subject) => decide(subject) };
+  return { consume: createRateLimitDecider(options) };
 }
 
 /**
- * The engine without the promise: answers the decision directly when the store does (a memory store), and a
- * promise otherwise; a failure may be thrown. {@link createRateLimiter} wraps it; the pipeline calls it
- * directly, so a request on a memory store needs no promise for its rate limit. Its options are checked by
- * the caller (`createRateLimiter`, `createPetstore`). Internal: not exported from the package.
+ * The engine's `consume` without the check of its options, which the caller makes (`createRateLimiter`,
+ * `createPetstore`). Internal: not exported from the package.
  */
-export function createRateLimitDecider(
-  options: RateLimiterOptions,
-): (subject: RateLimitSubject) => RateLimitDecision | Promise<RateLimitDecision> {
+export function createRateLimitDecider(options: RateLimiterOptions): (subject: RateLimitSubject) => Promise<RateLimitDecision> {
   const planLimits = { ...DEFAULT_PLAN_LIMITS, ...options.plans };
   const anonymousWindows = frozenWindows(options.anonymous ?? DEFAULT_ANONYMOUS_LIMITS);
   const givenBan = options.ban === false ? undefined : (options.ban ?? DEFAULT_BAN_POLICY);
@@ -208,7 +201,8 @@ export function createRateLimitDecider(
     return plan;
   }
 
-  return (subject) => {
+  // An async function: whatever it throws (invalid custom limits, say) is a rejection.
+  return async (subject) => {
     const nowMs = clock.now();
     let primary: RateLimitStore;
     let key: string;
@@ -223,15 +217,14 @@ export function createRateLimitDecider(
       key = 'anonymousKey' in subject ? `anon:${subject.anonymousKey}` : `anon:${normalizeClientAddress(subject.clientAddress, ipv6Subnet)}`;
       request = { windows: anonymousWindows, nowMs, ban };
     }
-    let answer: ConsumeResult | Promise<ConsumeResult>;
+    let result: ConsumeResult;
     try {
-      answer = primary.consume(key, request);
+      // Awaited, so a store that throws instead of rejecting is handled alike.
+      result = await primary.consume(key, request);
     } catch (error) {
-      // A store that throws instead of rejecting.
       return onFailure(error, key, request);
     }
-    if (typeof (answer as Thenable).then !== 'function') return decisionOf(answer as ConsumeResult);
-    return Promise.resolve(answer).then(decisionOf, (error: unknown) => onFailure(error, key, request));
+    return decisionOf(result);
   };
 }
 

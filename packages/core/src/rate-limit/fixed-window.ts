@@ -4,7 +4,7 @@
  * Stores hold a {@link RateLimitState} per key and apply {@link decideConsume} atomically (a memory store in
  * one synchronous step; a networked store in one server-side script that mirrors this function).
  */
-import type { ConsumeRequest, ConsumeResult, RateLimitWindow, WindowUsage } from './types.js';
+import type { ConsumeRequest, ConsumeResult, WindowUsage } from './types.js';
 
 /** One window's counter: the epoch-aligned start of the window it counts, and the requests counted. */
 export interface WindowCounter {
@@ -43,50 +43,9 @@ export function windowStartMs(nowMs: number, windowMs: number): number {
  * - Else: nothing is charged; the rejection is counted toward a ban, and reaching the threshold starts one.
  *
  * Counters whose window has ended read as 0. Windows absent from the request are dropped from the state.
+ * The Redis store's script mirrors this function.
  */
 export function decideConsume(previous: RateLimitState | undefined, request: ConsumeRequest): ConsumeDecision {
-  return decideAdmitted(previous, request) ?? decideInGeneral(previous, request);
-}
-
-/**
- * The common case of {@link decideConsume} in one pass: not banned, every window has room, window names are
- * distinct. Each counter and usage is built already charged, instead of built uncharged and charged in a second
- * pass that looks the counters up by name again (a fifth of the time of a decision). Answers exactly what
- * {@link decideInGeneral} answers in that case, and `undefined` in any other.
- */
-function decideAdmitted(previous: RateLimitState | undefined, request: ConsumeRequest): ConsumeDecision | undefined {
-  const nowMs = request.nowMs;
-  if ((previous?.bannedUntilMs ?? 0) > nowMs) return undefined;
-  const windows = request.windows;
-  const previousCounters = previous?.counters;
-  const counters: Record<string, WindowCounter> = {};
-  const usage: WindowUsage[] = [];
-  let expiresAtMs = nowMs;
-  for (let index = 0; index < windows.length; index++) {
-    const { name, limit, windowMs } = windows[index] as RateLimitWindow;
-    // Two windows of one name share one counter: the general path's business.
-    for (let earlier = 0; earlier < index; earlier++) {
-      if ((windows[earlier] as RateLimitWindow).name === name) return undefined;
-    }
-    const startMs = windowStartMs(nowMs, windowMs);
-    const stored = previousCounters?.[name];
-    const count = (stored !== undefined && stored.startMs === startMs ? stored.count : 0) + 1;
-    if (count > limit) return undefined;
-    counters[name] = { startMs, count };
-    const resetAtMs = startMs + windowMs;
-    if (resetAtMs > expiresAtMs) expiresAtMs = resetAtMs;
-    usage.push({ name, limit, windowMs, used: count, remaining: Math.max(0, limit - count), resetAtMs });
-  }
-  const rejected = previous?.rejected;
-  return {
-    state: { counters, rejected, bannedUntilMs: 0 },
-    result: { allowed: true, nowMs, windows: usage },
-    expiresAtMs: Math.max(expiresAtMs, rejected ? endOfCounter(rejected, request) : 0),
-  };
-}
-
-/** Every case of {@link decideConsume}; the Redis store's script mirrors this function. */
-function decideInGeneral(previous: RateLimitState | undefined, request: ConsumeRequest): ConsumeDecision {
   const nowMs = request.nowMs;
   const counters: Record<string, WindowCounter> = {};
   const usage: WindowUsage[] = [];

@@ -79,14 +79,13 @@ export type ConsumeResult =
  * atomic per key under concurrent calls, also across processes sharing the store, and must let every key
  * expire (no key lives forever).
  *
- * `consume` answers with a promise (networked stores) or, for a store in process memory, may answer the
- * result directly, which spares the engine a promise per request. A thrown error or a rejected promise is
- * a store failure, handled by the engine's failure policy (`onStoreFailure`: 503 by default).
+ * `consume` answers with a promise, also for a store in process memory. A rejected promise (or an error
+ * thrown) is a store failure, handled by the engine's failure policy (`onStoreFailure`: 503 by default).
  *
  * Keys are opaque strings chosen by the engine (`key:<keyId>` or `anon:<address>`).
  */
 export interface RateLimitStore {
-  consume(key: string, request: ConsumeRequest): ConsumeResult | Promise<ConsumeResult>;
+  consume(key: string, request: ConsumeRequest): Promise<ConsumeResult>;
   /**
    * Optional: a new, empty store of the same kind and bounds (same `maxKeys`, same clock), sharing nothing
    * with this one. When `rateLimit.anonymousStore` is not given, the engine takes one from `store` for callers

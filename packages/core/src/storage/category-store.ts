@@ -15,7 +15,6 @@ import type { Category, NewCategory } from '../schemas.js';
  * 500 `internal_error` answer without details.
  */
 export interface CategoryStore {
-  /** May answer directly (a store in process memory) or with a promise. */
-  list(): readonly Category[] | Promise<readonly Category[]>;
+  list(): Promise<readonly Category[]>;
   create(newCategory: NewCategory): Promise<Category>;
 }
