@@ -3,7 +3,7 @@
  * per tracked key, and server CPU per request for hostile 1 MiB request bodies; writes BENCHMARKS.md at the
  * repository root.
  *
- * Flags: `--quick` (short runs, for trying the harness), `--only=http,core,memory,hostile` (all by default).
+ * Flags: `--quick` (short runs, for trying the harness), `--only=http,scaleout,core,memory,hostile` (all by default).
  */
 import { writeFileSync } from 'node:fs';
 import { cpus, totalmem, type as osType, release } from 'node:os';
@@ -13,10 +13,11 @@ import { runHttpBenchmark, type HttpRow } from './http-bench.js';
 import type { CoreBenchResult } from './core-bench.js';
 import type { HostileBenchResult } from './hostile-bench.js';
 import type { MemoryBenchResult } from './memory-bench.js';
+import type { ScaleOutResult } from './scaleout-bench.js';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
-const only = new Set((args.find((arg) => arg.startsWith('--only='))?.slice(7) ?? 'http,core,memory,hostile').split(','));
+const only = new Set((args.find((arg) => arg.startsWith('--only='))?.slice(7) ?? 'http,scaleout,core,memory,hostile').split(','));
 const log = (line: string) => console.log(`[bench] ${line}`);
 
 const settings = quick
@@ -32,6 +33,11 @@ if (only.has('http')) {
   } finally {
     await redis.stop();
   }
+}
+let scaleOut: ScaleOutResult | undefined;
+if (only.has('scaleout')) {
+  log('scale-out: K app processes on one Redis');
+  scaleOut = await (await import('./scaleout-bench.js')).runScaleOutBenchmark({ quick }, log);
 }
 let core: CoreBenchResult | undefined;
 if (only.has('core')) {
@@ -50,7 +56,7 @@ if (only.has('hostile')) {
   hostile = await (await import('./hostile-bench.js')).runHostileBenchmark({ quick }, log);
 }
 
-const report = renderReport({ http, core, memory, hostile, settings, quick });
+const report = renderReport({ http, scaleOut, core, memory, hostile, settings, quick });
 const target = fileURLToPath(new URL('../../BENCHMARKS.md', import.meta.url));
 writeFileSync(target, report);
 console.log(report);
@@ -58,6 +64,7 @@ log(`written to ${target}`);
 
 interface ReportInput {
   http: { rows: HttpRow[]; pinned: boolean } | undefined;
+  scaleOut: ScaleOutResult | undefined;
   core: CoreBenchResult | undefined;
   memory: MemoryBenchResult | undefined;
   hostile: HostileBenchResult | undefined;
@@ -65,7 +72,7 @@ interface ReportInput {
   quick: boolean;
 }
 
-function renderReport({ http, core, memory, hostile, settings, quick }: ReportInput): string {
+function renderReport({ http, scaleOut, core, memory, hostile, settings, quick }: ReportInput): string {
   const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
   const ratio = (n: number) => `${n.toFixed(2)}×`;
   const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
@@ -116,6 +123,46 @@ function renderReport({ http, core, memory, hostile, settings, quick }: ReportIn
       `- Redis: one round trip per admitted request: ${redisRows.filter((row) => row.name.includes('petstore')).map((row) => `${row.name} ${(row.redisCommandsPerRequest as number).toFixed(3)}`).join(', ')} — ${verdict(redisRows.filter((row) => row.name.includes('petstore')).every((row) => Math.abs((row.redisCommandsPerRequest as number) - 1) < 0.01))}`,
       `- Redis: above @fastify/rate-limit's Redis store: fastify ${ratio(rps('fastify-petstore-redis') / rps('fastify-peer-redis'))} — ${verdict(rps('fastify-petstore-redis') > rps('fastify-peer-redis'))}`,
     );
+  }
+  if (scaleOut) {
+    const { rows, flood, settings: scale } = scaleOut;
+    const row = (instances: number, name: string) => rows.find((candidate) => candidate.instances === instances && candidate.name === name) as (typeof rows)[number];
+    lines.push(
+      '## Scale-out: K app processes on one Redis',
+      '',
+      `Ours (\`fastify-petstore-redis\`: minute + day windows and the ban, checked and charged atomically by one script call) against @fastify/rate-limit's Redis store (\`fastify-peer-redis\`: one window, no ban), K server processes each loaded by its own autocannon (${scale.connections} connections) on one throwaway redis-server; ${scale.warmupSeconds} s warm-up, then ${scale.rounds} rounds × ${scale.durationSeconds} s visiting every setup in turn, median round. "Redis CPU µs/req" is the redis-server process's user + system time (\`INFO cpu\`) over the round ÷ the answered requests. No pinning: on this machine the K processes, their load and Redis share the cores, so req/s is bounded by the load generator; Redis CPU per request is the figure that decides how many Redis shards a fleet needs.`,
+      '',
+      '| K | server | req/s (median, all K) | × peer | Redis CPU µs/req | × peer | rounds (req/s) |',
+      '|---:|---|---:|---:|---:|---:|---|',
+    );
+    for (const entry of rows) {
+      const peer = row(entry.instances, 'fastify-peer-redis');
+      const ours = entry.name !== 'fastify-peer-redis';
+      lines.push(
+        `| ${entry.instances} | ${entry.name} | ${fmt(entry.requestsPerSecond)} | ${ours ? ratio(entry.requestsPerSecond / peer.requestsPerSecond) : '—'} | ${entry.redisCpuMicrosPerRequest.toFixed(1)} | ${ours ? ratio(entry.redisCpuMicrosPerRequest / peer.redisCpuMicrosPerRequest) : '—'} | ${entry.rounds.join(', ')} |`,
+      );
+    }
+    lines.push(
+      '',
+      `Non-200 answers during the scale-out rounds: ${rows.reduce((sum, entry) => sum + entry.non2xx, 0)}.`,
+      '',
+      "Redis calls for a banned key's flood (the engine with the Redis store, Free-like plan of 1 request per minute and the default ban; the key is banned first, then sends the requests; calls counted at the client):",
+      '',
+      ...flood.map((entry) => `- block cache ${entry.blockCache ? 'on (default)' : 'off'}: ${fmt(entry.redisCalls)} Redis calls for ${fmt(entry.requests)} requests`),
+      '',
+    );
+    for (const instances of scaleOut.instanceCounts) {
+      const ours = row(instances, 'fastify-petstore-redis');
+      const peer = row(instances, 'fastify-peer-redis');
+      const cpuRatio = ours.redisCpuMicrosPerRequest / peer.redisCpuMicrosPerRequest;
+      const rpsRatio = ours.requestsPerSecond / peer.requestsPerSecond;
+      budget.push(
+        `- Redis CPU per request ≤ 1.5× @fastify/rate-limit's, K = ${instances}: ${ours.redisCpuMicrosPerRequest.toFixed(1)} vs ${peer.redisCpuMicrosPerRequest.toFixed(1)} µs, ${ratio(cpuRatio)} — ${verdict(cpuRatio <= 1.5)}`,
+        `- Throughput with K = ${instances} instances ≥ the peer's: ${ratio(rpsRatio)} — ${verdict(rpsRatio >= 1)}`,
+      );
+    }
+    const cached = flood.find((entry) => entry.blockCache);
+    if (cached) budget.push(`- A banned key's ${fmt(cached.requests)} requests cost Redis a handful of calls (≤ 5): ${cached.redisCalls} — ${verdict(cached.redisCalls <= 5)}`);
   }
   if (core) {
     lines.push(

@@ -13,6 +13,13 @@ function newStore(options: { maxCategories?: number; timeoutMs?: number } = {}) 
   return { client, keyPrefix, keys: categoryRedisKeys(keyPrefix), store: redisCategoryStore({ client, keyPrefix, ...options }) };
 }
 
+describe('categoryRedisKeys', () => {
+  it('names both keys with the {categories} hash tag after the prefix, petstore: by default', () => {
+    expect(categoryRedisKeys()).toEqual({ records: 'petstore:{categories}', lastId: 'petstore:{categories}:last-id' });
+    expect(categoryRedisKeys('shop:{eu}:')).toEqual({ records: 'shop:{eu}:{categories}', lastId: 'shop:{eu}:{categories}:last-id' });
+    expect(categoryRedisKeys('')).toEqual({ records: '{categories}', lastId: '{categories}:last-id' });
+  });
+});
 
 describe.skipIf(skipRedis)('redisCategoryStore against Redis', () => {
   it('gives 200 parallel creates the distinct ids 1..200 and lists them in id order', async () => {

@@ -1,5 +1,5 @@
 import { PetstoreError, type Category, type CategoryStore, type NewCategory } from '@petstore/core';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { assertKeyPrefix, assertTimeoutMs, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT_MS, storeFailure, createDeadline } from './redis-call.js';
 
 /** Name under which the create script is defined on the client (`client.defineCommand`). */
@@ -31,10 +31,12 @@ export interface RedisCategoryStore extends CategoryStore {
 /** Options of {@link redisCategoryStore}. */
 export interface RedisCategoryStoreOptions {
   /**
-   * A connected (or connecting) ioredis 5 client. The store defines one script command on it
-   * (`petstoreCategoryCreate`) and never closes it.
+   * A connected (or connecting) ioredis 5 client: a `Redis` (one server, or a Sentinel-managed primary) or a
+   * `Cluster` (Redis Cluster: both keys carry the hash tag `{categories}`, so they share one slot and the
+   * create script runs on one master). The store defines one script command on it (`petstoreCategoryCreate`)
+   * and never closes it.
    */
-  client: Redis;
+  client: Redis | Cluster;
   /** Prefix of every key this store writes. Default `petstore:`. */
   keyPrefix?: string;
   /** Deadline of one `list` or `create` in ms; past it the call throws `service_unavailable`. Default 1000. */
@@ -45,22 +47,44 @@ export interface RedisCategoryStoreOptions {
 
 /**
  * The two Redis keys of a category store with prefix `keyPrefix` (default `petstore:`), before any
- * client-level ioredis `keyPrefix`: `records` = `${keyPrefix}categories` (hash: id → record JSON) and
- * `lastId` = `${keyPrefix}categories:last-id` (the last id handed out). See {@link redisCategoryStore}.
+ * client-level ioredis `keyPrefix`: `records` = `${keyPrefix}{categories}` (hash: id → record JSON) and
+ * `lastId` = `${keyPrefix}{categories}:last-id` (the last id handed out). See {@link redisCategoryStore}.
+ *
+ * Both keys carry a Redis Cluster hash tag, so they always share one hash slot: `{categories}`, or the
+ * prefix's own tag when `keyPrefix` holds one (e.g. `tenant:{eu}:` puts both keys in the slot of `eu`).
+ * The one prefix that defeats this has an empty tag first (`{}` as its first `{`…`}` pair, e.g. `a{}:`):
+ * Redis then hashes each whole key, and {@link redisCategoryStore} refuses it on a `Cluster` client.
  */
 export function categoryRedisKeys(keyPrefix: string = DEFAULT_KEY_PREFIX): { records: string; lastId: string } {
-  return { records: `${keyPrefix}categories`, lastId: `${keyPrefix}categories:last-id` };
+  return { records: `${keyPrefix}{categories}`, lastId: `${keyPrefix}{categories}:last-id` };
+}
+
+/**
+ * True when the keys of {@link categoryRedisKeys} under this full prefix (client-level ioredis prefix +
+ * store prefix) fall in one hash slot. Redis hashes only what is between the key's first `{` and the first
+ * `}` after it, unless that is empty; both keys share everything up to the `}` of `{categories}`, so they
+ * differ in slot only when the first `{` of the prefix is directly followed by `}`.
+ */
+function categoryKeysShareSlot(fullPrefix: string): boolean {
+  const open = fullPrefix.indexOf('{');
+  return open === -1 || fullPrefix[open + 1] !== '}';
 }
 
 type CreateReply = [status: 0 | 1 | 2, value: number | string];
 type CreateCommand = (records: string, lastId: string, json: string, maxCategories: string) => Promise<CreateReply>;
 
 /**
- * A category store in Redis. Key layout (after the client's own ioredis `keyPrefix`, if any):
+ * A category store in Redis. Key layout (after the client's own ioredis `keyPrefix`, if any), see
+ * {@link categoryRedisKeys}:
  *
- * - `${keyPrefix}categories`: a hash, field = id in decimal, value = JSON `{"name":…,"description":…}`
+ * - `${keyPrefix}{categories}`: a hash, field = id in decimal, value = JSON `{"name":…,"description":…}`
  *   (no `description` key when the category has none);
- * - `${keyPrefix}categories:last-id`: the last id handed out (a string counter, `INCR`ed).
+ * - `${keyPrefix}{categories}:last-id`: the last id handed out (a string counter, `INCR`ed).
+ *
+ * The `{categories}` hash tag keeps both keys in one Redis Cluster hash slot, so `client` may be an ioredis
+ * `Cluster`: the create script runs on that slot's master. (Every store whose prefix has no tag of its own
+ * lands in the same slot; give each store a prefix with its own tag, e.g. `shop:{eu}:`, to spread them.)
+ * A `MOVED` or `ASK` redirection is followed by ioredis and the call succeeds.
  *
  * Neither key expires: categories are data. `create` is one Lua script (EVALSHA): it refuses when
  * `maxCategories` are held, else `INCR`s the counter and writes the record — id and record atomically, so
@@ -69,8 +93,9 @@ type CreateCommand = (records: string, lastId: string, json: string, maxCategori
  *
  * Errors (both methods):
  * - `PetstoreError('service_unavailable', …, { retryAfterSeconds: 5, cause })` (503 with `Retry-After`) when
- *   Redis is unreachable, does not answer within `timeoutMs`, or temporarily refuses (loading, failover).
- *   A create that timed out may still be written by Redis later.
+ *   Redis is unreachable, does not answer within `timeoutMs`, or temporarily refuses (loading, failover;
+ *   on a cluster also `CLUSTERDOWN`, `TRYAGAIN`, or a slot without a master). A create that timed out may
+ *   still be written by Redis later.
  * - `PetstoreError('storage_full')` (507) from `create` when `maxCategories` are held, or when the next id
  *   would pass `Number.MAX_SAFE_INTEGER` (2^53 − 1, the largest id that survives JSON in every client);
  *   nothing is written.
@@ -79,7 +104,8 @@ type CreateCommand = (records: string, lastId: string, json: string, maxCategori
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#store-failures
  * @throws TypeError when `maxCategories` or `timeoutMs` is not a whole number ≥ 1, or `keyPrefix` is not a
- *   string.
+ *   string, or `client` is a `Cluster` and the full prefix (the client's ioredis `keyPrefix`, then
+ *   `keyPrefix`) starts its first hash tag with an empty `{}`, which would put the two keys in different slots.
  */
 export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCategoryStore {
   const { client, keyPrefix = DEFAULT_KEY_PREFIX, timeoutMs = DEFAULT_TIMEOUT_MS, maxCategories } = options;
@@ -87,6 +113,12 @@ export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCat
   assertTimeoutMs(timeoutMs);
   if (maxCategories !== undefined && (!Number.isSafeInteger(maxCategories) || maxCategories < 1)) {
     throw new TypeError(`maxCategories must be a whole number >= 1, got ${String(maxCategories)}`);
+  }
+  if (client.isCluster && !categoryKeysShareSlot(`${client.options.keyPrefix ?? ''}${keyPrefix}`)) {
+    throw new TypeError(
+      `keyPrefix ${JSON.stringify(keyPrefix)} (after the client's ioredis keyPrefix) starts an empty hash tag "{}": ` +
+        'on a Redis Cluster the two category keys would land in different slots',
+    );
   }
   const keys = categoryRedisKeys(keyPrefix);
   client.defineCommand(CREATE_CATEGORY_COMMAND, { numberOfKeys: 2, lua: CREATE_LUA });

@@ -1,38 +1,47 @@
 /**
- * The core's storage conformance suites, run against both Redis stores (each case gets a fresh key prefix).
+ * The core's storage conformance suites, run against both Redis stores (each case gets a fresh key prefix),
+ * once on one Redis server and once on a 3-master Redis Cluster through an ioredis `Cluster` client.
  */
 import { runCategoryStoreConformance, runRateLimitStoreConformance } from '@petstore/core/testing';
+import type { Cluster, Redis } from 'ioredis';
 import { describe, it } from 'vitest';
 import { redisCategoryStore } from './category-store.js';
 import { redisRateLimitStore } from './rate-limit-store.js';
-import { connect, skipRedis, uniquePrefix } from './test-support/redis.js';
+import { connect, connectCluster, skipCluster, skipRedis, uniquePrefix } from './test-support/redis.js';
 
-const test = { describe: describe.skipIf(skipRedis), it };
+const targets: Array<{ on: string; skip: boolean; connect: () => Redis | Cluster; prefix: () => string }> = [
+  { on: '', skip: skipRedis, connect: () => connect(), prefix: () => uniquePrefix() },
+  { on: ' on a Redis Cluster', skip: skipCluster, connect: () => connectCluster(), prefix: () => uniquePrefix('cluster') },
+];
 
-runRateLimitStoreConformance(test, {
-  name: 'redisRateLimitStore conformance',
-  createStore() {
-    const client = connect();
-    const store = redisRateLimitStore({ client, keyPrefix: uniquePrefix(), time: 'request' });
-    return {
-      store,
-      async remainingTtlMs(key) {
-        const ttl = await client.pttl(store.redisKey(key));
-        if (ttl === -2) return undefined; // no such key
-        if (ttl === -1) return Number.POSITIVE_INFINITY; // no expiry
-        return ttl;
-      },
-      async dropTtl(key) {
-        await client.persist(store.redisKey(key));
-      },
-      // The client is closed after the test by test-support/redis.ts.
-    };
-  },
-});
+for (const target of targets) {
+  const test = { describe: describe.skipIf(target.skip), it };
 
-runCategoryStoreConformance(test, {
-  name: 'redisCategoryStore conformance',
-  createStore: ({ maxCategories }) => ({
-    store: redisCategoryStore({ client: connect(), keyPrefix: uniquePrefix(), maxCategories }),
-  }),
-});
+  runRateLimitStoreConformance(test, {
+    name: `redisRateLimitStore conformance${target.on}`,
+    createStore() {
+      const client = target.connect();
+      const store = redisRateLimitStore({ client, keyPrefix: target.prefix(), time: 'request' });
+      return {
+        store,
+        async remainingTtlMs(key) {
+          const ttl = await client.pttl(store.redisKey(key));
+          if (ttl === -2) return undefined; // no such key
+          if (ttl === -1) return Number.POSITIVE_INFINITY; // no expiry
+          return ttl;
+        },
+        async dropTtl(key) {
+          await client.persist(store.redisKey(key));
+        },
+        // The client is closed after the test by test-support/redis.ts.
+      };
+    },
+  });
+
+  runCategoryStoreConformance(test, {
+    name: `redisCategoryStore conformance${target.on}`,
+    createStore: ({ maxCategories }) => ({
+      store: redisCategoryStore({ client: target.connect(), keyPrefix: target.prefix(), maxCategories }),
+    }),
+  });
+}

@@ -13,7 +13,7 @@ import {
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { redisRateLimitStore, rateLimitRedisKey, type RedisRateLimitStoreOptions } from './rate-limit-store.js';
-import { closedPort, connect, monitorCommands, skipRedis, track, uniquePrefix } from './test-support/redis.js';
+import { closedPort, connect, monitorCommands, readRateLimitState, skipRedis, track, uniquePrefix, type StoredRateLimitState } from './test-support/redis.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const BAN: BanPolicy = { rejectedThreshold: 3, intervalMs: MINUTE_MS, durationMs: 10 * MINUTE_MS };
@@ -26,7 +26,7 @@ const used = (result: ConsumeResult, name: string) => result.windows.find((windo
 const outcome = (result: ConsumeResult) => (result.allowed ? 'allowed' : result.reason);
 
 function newStore(options: Partial<RedisRateLimitStoreOptions> = {}) {
-  const client = options.client ?? connect();
+  const client = (options.client ?? connect()) as Redis; // these tests run on one server
   const keyPrefix = options.keyPrefix ?? uniquePrefix();
   return { client, keyPrefix, store: redisRateLimitStore({ client, keyPrefix, ...options }) };
 }
@@ -97,38 +97,37 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
       [4, 96],
     ]);
     await store.consume('key:plan', at(T0 + 2, [{ name: 'day', limit: 100, windowMs: DAY_MS }]));
-    expect(await client.hgetall(store.redisKey('key:plan'))).toEqual({
-      'w:day:s': String(Math.floor(T0 / DAY_MS) * DAY_MS),
-      'w:day:c': '5',
-      sig: '["day"]',
+    expect(await readRateLimitState(client, store.redisKey('key:plan'))).toEqual({
+      names: ['day'],
+      counters: { day: { startMs: Math.floor(T0 / DAY_MS) * DAY_MS, count: 5 } },
+      bannedUntilMs: 0,
     });
   });
 
-  it('keeps one hash per key, in the documented layout', async () => {
+  it('keeps one value per key, in the documented layout', async () => {
     const { client, keyPrefix, store } = newStore({ time: 'request' });
     expect(store.redisKey('key:k1')).toBe(`${keyPrefix}rl:key:k1`);
     expect(rateLimitRedisKey('anon:192.0.2.1', keyPrefix)).toBe(`${keyPrefix}rl:anon:192.0.2.1`);
     const windows = minuteAndDay(1, 100);
     await store.consume('key:k1', at(T0 + 5, windows, BAN));
     await store.consume('key:k1', at(T0 + 6, windows, BAN));
-    expect(await client.hgetall(store.redisKey('key:k1'))).toEqual({
-      sig: '["minute","day"]',
-      'w:minute:s': `${T0}`,
-      'w:minute:c': '1',
-      'w:day:s': `${T0}`,
-      'w:day:c': '1',
-      'rej:s': `${T0}`,
-      'rej:c': '1',
+    expect(await readRateLimitState(client, store.redisKey('key:k1'))).toEqual({
+      names: ['minute', 'day'],
+      counters: { minute: { startMs: T0, count: 1 }, day: { startMs: T0, count: 1 } },
+      rejected: { startMs: T0, count: 1 },
+      bannedUntilMs: 0,
     });
+    // Byte for byte: n, rejection start and count, ban end, the starts, the counts, then the names.
+    const packed = Buffer.alloc(1 + 8 * 7);
+    packed.writeUInt8(2, 0);
+    [T0, 1, 0, T0, T0, 1, 1].forEach((number, i) => packed.writeDoubleLE(number, 1 + 8 * i));
+    expect(await client.getBuffer(store.redisKey('key:k1'))).toEqual(Buffer.concat([packed, Buffer.from('["minute","day"]')]));
     await store.consume('key:k1', at(T0 + 7, windows, BAN));
     await store.consume('key:k1', at(T0 + 8, windows, BAN));
-    expect(await client.hgetall(store.redisKey('key:k1'))).toEqual({
-      sig: '["minute","day"]',
-      'w:minute:s': `${T0}`,
-      'w:minute:c': '1',
-      'w:day:s': `${T0}`,
-      'w:day:c': '1',
-      ban: String(T0 + 8 + BAN.durationMs),
+    expect(await readRateLimitState(client, store.redisKey('key:k1'))).toEqual({
+      names: ['minute', 'day'],
+      counters: { minute: { startMs: T0, count: 1 }, day: { startMs: T0, count: 1 } },
+      bannedUntilMs: T0 + 8 + BAN.durationMs,
     });
     expect(await client.keys(`${keyPrefix}*`)).toEqual([`${keyPrefix}rl:key:k1`]);
   });
@@ -161,7 +160,7 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
     expect(used(second, 'minute')).toBeGreaterThanOrEqual(1); // 2, or 1 if a minute began in between
     expect(await client.pttl(key)).toBeGreaterThan(0);
     // Also on answers that write nothing: a banned key gets its TTL back too.
-    const banned = newStore({ client, time: 'request' }).store;
+    const banned = newStore({ client, time: 'request', blockCache: false }).store; // the script itself
     const bannedKey = banned.redisKey('key:banned');
     const now = Date.now();
     for (let i = 0; i < 4; i++) await banned.consume('key:banned', at(now, [{ name: 'minute', limit: 1, windowMs: MINUTE_MS }], BAN));
@@ -179,6 +178,7 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
     const info = String(await client.call('CLIENT', 'INFO'));
     const address = /\baddr=(\S+)/.exec(info)?.[1];
     expect(address).toBeDefined();
+    const redisKey = store.redisKey('key:count');
     const fromStore: string[] = [];
     const insideScript: string[] = [];
     const sentinel = `sentinel-${Math.random()}`;
@@ -187,7 +187,9 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
     await monitorCommands(({ source, args }) => {
       const command = String(args[0]).toLowerCase();
       if (source === address) fromStore.push(command);
-      else if (source === 'lua' && insideScript.length < 100) insideScript.push(command);
+      // Other test files' scripts run on this server too: keep what touches this store's key (and TIME, which
+      // only this file's server-time stores call).
+      else if (source === 'lua' && (command === 'time' || args[1] === redisKey) && insideScript.length < 100) insideScript.push(command);
       if (command === 'echo' && args[1] === sentinel) sawSentinel();
     });
     for (let i = 0; i < 5; i++) await store.consume('key:count', at(0, minuteAndDay(3, 100), BAN));
@@ -195,12 +197,13 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
     await sentinelSeen;
     // The first call on a connection sends the script (EVAL); later calls send only its SHA1 (EVALSHA).
     expect(fromStore).toEqual(['eval', 'evalsha', 'evalsha', 'evalsha', 'evalsha']);
-    expect(insideScript).toContain('time');
-    expect(insideScript).toContain('pexpire');
+    // Inside the script, each consume makes three calls: TIME, GET and one SET with the expiry.
+    expect(insideScript).toEqual(['time', 'get', 'set', 'time', 'get', 'set', 'time', 'get', 'set', 'time', 'get', 'set', 'time', 'get', 'set']);
   });
 
   it('mirrors decideConsume exactly: results, stored state and expiry, over a random run', async () => {
-    const { client, store } = newStore({ time: 'request' });
+    // Without the block cache, so every step runs the script (the cache has its own random run below).
+    const { client, store } = newStore({ time: 'request', blockCache: false });
     const reference = new Map<string, RateLimitState>();
     let seed = 20260101;
     const random = () => {
@@ -242,8 +245,8 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
       const result = await store.consume(key, request);
       expect(result, `step ${step}`).toEqual(decision.result);
       seen[outcome(result)]! += 1;
-      const stored = await client.hgetall(store.redisKey(key));
-      expect(stored, `state at step ${step}`).toEqual(hashOf(decision.state));
+      const stored = await readRateLimitState(client, store.redisKey(key));
+      expect(stored, `state at step ${step}`).toEqual(storedOf(decision.state));
       const ttl = await client.pttl(store.redisKey(key));
       const expected = decision.expiresAtMs - nowMs;
       expect(ttl, `ttl at step ${step}`).toBeLessThanOrEqual(expected);
@@ -261,6 +264,112 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
     expect(decision.headers['x-ratelimit-limit']).toBe('60');
     expect(decision.headers['x-ratelimit-remaining']).toBe('59');
     expect(Number(decision.headers['x-ratelimit-reset']) * 1000).toBeGreaterThan(Date.now());
+  });
+});
+
+/** Counts the commands `client` sends to Redis from now on (every command goes through sendCommand). */
+async function countCommands(client: Redis): Promise<{ readonly count: number }> {
+  await client.ping(); // connected: the connection's own commands (ready check) are not counted
+  const counter = { count: 0 };
+  const sendCommand = client.sendCommand.bind(client);
+  client.sendCommand = ((...args: Parameters<typeof sendCommand>) => {
+    counter.count += 1;
+    return sendCommand(...args);
+  }) as typeof client.sendCommand;
+  return counter;
+}
+
+describe.skipIf(skipRedis)('redisRateLimitStore block cache', () => {
+  const perMinute = (limit: number): RateLimitWindow[] => Object.freeze([Object.freeze({ name: 'minute', limit, windowMs: MINUTE_MS })]) as RateLimitWindow[];
+
+  it('answers a banned key from memory: 10,000 requests cost Redis one call, with the answers Redis gives', async () => {
+    const { client, keyPrefix, store } = newStore(); // Redis time, as in production
+    const windows = perMinute(1);
+    const ban = Object.freeze({ ...BAN });
+    let last = await store.consume('key:flood', at(0, windows, ban));
+    while (outcome(last) !== 'banned') last = await store.consume('key:flood', at(0, windows, ban));
+    const banned = last as Extract<ConsumeResult, { reason: 'banned' }>;
+    const commands = await countCommands(client);
+    const flood = await Promise.all(Array.from({ length: 10_000 }, () => store.consume('key:flood', at(0, windows, ban))));
+    expect(commands.count).toBeLessThanOrEqual(1);
+    expect(new Set(flood.map(outcome))).toEqual(new Set(['banned']));
+    expect(new Set(flood.map((result) => (result as typeof banned).bannedUntilMs))).toEqual(new Set([banned.bannedUntilMs]));
+    for (const result of flood) expect(result.nowMs).toBeGreaterThanOrEqual(banned.nowMs - 5);
+    // What Redis itself answers for the key is the same ban.
+    const fromRedis = await newStore({ client, keyPrefix, blockCache: false }).store.consume('key:flood', at(0, windows, ban));
+    expect(fromRedis).toMatchObject({ allowed: false, reason: 'banned', bannedUntilMs: banned.bannedUntilMs });
+  });
+
+  it('answers a rate-limited key without a ban policy from memory until its window resets, with Reset unchanged', async () => {
+    const { client, store } = newStore({ time: 'request' });
+    const windows = perMinute(2);
+    const commands = await countCommands(client);
+    await store.consume('key:limited', at(T0, windows));
+    await store.consume('key:limited', at(T0 + 1, windows));
+    const first = await store.consume('key:limited', at(T0 + 2, windows));
+    expect(outcome(first)).toBe('rate_limited');
+    expect(commands.count).toBe(3);
+    const later = await store.consume('key:limited', at(T0 + 30_000, windows));
+    expect(commands.count).toBe(3); // from memory
+    expect(later).toEqual({ ...first, nowMs: T0 + 30_000 });
+    expect(later.windows[0]!.resetAtMs).toBe(T0 + MINUTE_MS);
+    const next = await store.consume('key:limited', at(T0 + MINUTE_MS, windows));
+    expect(commands.count).toBe(4); // the window reset: Redis decides again
+    expect(outcome(next)).toBe('allowed');
+  });
+
+  it('sends every rejection to Redis while a ban policy counts them, until the ban starts', async () => {
+    const { client, store } = newStore({ time: 'request' });
+    const windows = perMinute(1);
+    const commands = await countCommands(client);
+    const outcomes: string[] = [];
+    for (let i = 0; i < 10; i++) outcomes.push(outcome(await store.consume('key:counted', at(T0 + i, windows, BAN))));
+    expect(outcomes).toEqual(['allowed', 'rate_limited', 'rate_limited', 'banned', 'banned', 'banned', 'banned', 'banned', 'banned', 'banned']);
+    expect(commands.count).toBe(4); // 1 admitted + 3 rejections (the 3rd starts the ban); the ban is then known
+  });
+
+  it('gives exactly the answers of a store without it, over a random run', async () => {
+    const client = connect();
+    const cached = newStore({ client, time: 'request' }).store;
+    const direct = newStore({ client, time: 'request', blockCache: false }).store;
+    const commands = await countCommands(client);
+    let seed = 7;
+    const random = () => ((seed = (seed * 16807) % 2147483647) - 1) / 2147483646;
+    const plans = [perMinute(2), Object.freeze(minuteAndDay(3, 6).map((window) => Object.freeze(window))) as RateLimitWindow[]];
+    const bans = [undefined, Object.freeze({ rejectedThreshold: 2, intervalMs: MINUTE_MS, durationMs: 2 * MINUTE_MS })];
+    let nowMs = T0;
+    let steps = 0;
+    for (let step = 0; step < 400; step++) {
+      nowMs += [0, 0, 0, 0, 0, 1000, 5000, 20_000, MINUTE_MS][Math.floor(random() * 9)]!;
+      const index = Math.floor(random() * 3);
+      const key = `key:${index}`;
+      // Mostly the key's own policy (key:2 has a ban policy); sometimes another (a plan change).
+      const own = random() < 0.9;
+      const request = at(nowMs, plans[own ? index % 2 : Math.floor(random() * 2)]!, bans[own ? Number(index === 2) : Math.floor(random() * 2)]);
+      const expected = await direct.consume(key, request);
+      expect(await cached.consume(key, request), `step ${step}`).toEqual(expected);
+      steps += 1;
+    }
+    // The direct store sent one command per step; the cached one answered many steps from memory.
+    const fromMemory = 2 * steps - commands.count;
+    expect(fromMemory).toBeGreaterThanOrEqual(40);
+  });
+
+  it('is bounded by maxKeys, and off with false', async () => {
+    const { client, store } = newStore({ time: 'request', blockCache: { maxKeys: 2 } });
+    const windows = perMinute(0); // every request is rate limited
+    for (const key of ['key:a', 'key:b', 'key:c']) await store.consume(key, at(T0, windows));
+    const commands = await countCommands(client);
+    await store.consume('key:c', at(T0 + 1, windows));
+    await store.consume('key:b', at(T0 + 1, windows));
+    expect(commands.count).toBe(0);
+    await store.consume('key:a', at(T0 + 1, windows)); // evicted: the least recently used of three
+    expect(commands.count).toBe(1);
+    const off = newStore({ client, time: 'request', blockCache: false }).store;
+    for (let i = 0; i < 3; i++) await off.consume('key:a', at(T0 + 2, windows));
+    expect(commands.count).toBe(4);
+    expect(() => newStore({ client, blockCache: { maxKeys: 0 } })).toThrow(TypeError);
+    expect(() => newStore({ client, blockCache: true as never })).toThrow(TypeError);
   });
 });
 
@@ -302,18 +411,14 @@ describe('redisRateLimitStore when Redis fails', () => {
   });
 });
 
-/** The Redis hash the script should hold for a reference state (see rate-limit-script.ts). */
-function hashOf(state: RateLimitState): Record<string, string> {
-  // The signature names the windows last written, which are the state's counters, in request order.
-  const hash: Record<string, string> = { sig: JSON.stringify(Object.keys(state.counters)) };
-  for (const [name, counter] of Object.entries(state.counters)) {
-    hash[`w:${name}:s`] = String(counter.startMs);
-    hash[`w:${name}:c`] = String(counter.count);
-  }
-  if (state.rejected) {
-    hash['rej:s'] = String(state.rejected.startMs);
-    hash['rej:c'] = String(state.rejected.count);
-  }
-  if (state.bannedUntilMs > 0) hash.ban = String(state.bannedUntilMs);
-  return hash;
+/** The state the script should hold for a reference state (see rateLimitRedisKey). */
+function storedOf(state: RateLimitState): StoredRateLimitState {
+  // The names are the windows last written, which are the state's counters, in request order.
+  const stored: StoredRateLimitState = {
+    names: Object.keys(state.counters),
+    counters: Object.fromEntries(Object.entries(state.counters).map(([name, counter]) => [name, { startMs: counter.startMs, count: counter.count }])),
+    bannedUntilMs: state.bannedUntilMs,
+  };
+  if (state.rejected) stored.rejected = { startMs: state.rejected.startMs, count: state.rejected.count };
+  return stored;
 }

@@ -1,5 +1,6 @@
 import { windowStartMs, type BanPolicy, type ConsumeRequest, type ConsumeResult, type RateLimitStore, type RateLimitWindow, type WindowUsage } from '@petstore/core';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
+import { LRUCache } from 'lru-cache';
 import { assertKeyPrefix, assertTimeoutMs, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT_MS, storeFailure, createDeadline } from './redis-call.js';
 import { CONSUME_LUA } from './rate-limit-script.js';
 
@@ -9,11 +10,13 @@ export const CONSUME_COMMAND = 'petstoreRateLimitConsume';
 /** Options of {@link redisRateLimitStore}. */
 export interface RedisRateLimitStoreOptions {
   /**
-   * A connected (or connecting) ioredis 5 client. The store defines one script command on it
+   * A connected (or connecting) ioredis 5 client: a `Redis` (one server, or a Sentinel-managed primary) or a
+   * `Cluster` (Redis Cluster; each consume touches one key, so it runs on the master of that key's slot, and
+   * ioredis follows `MOVED`/`ASK` redirections). The store defines one script command on it
    * (`petstoreRateLimitConsume`) and otherwise leaves it alone; it never closes it. A client-level ioredis
    * `keyPrefix` is applied in front of this store's own `keyPrefix`.
    */
-  client: Redis;
+  client: Redis | Cluster;
   /** Prefix of every key this store writes. Default `petstore:`. */
   keyPrefix?: string;
   /**
@@ -27,6 +30,20 @@ export interface RedisRateLimitStoreOptions {
    * `'request'`: the script uses `request.nowMs` (tests that move time, e.g. the conformance suite).
    */
   time?: 'server' | 'request';
+  /**
+   * Keys known to be blocked are answered from this process's memory, without Redis, until the block ends:
+   * a **banned** key until its ban ends, and a **rate-limited** key until the windows it exhausted reset —
+   * the latter only when the request carries no ban policy, because with one every rejection must reach Redis
+   * to count toward the ban (so a flooding key costs Redis at most `rejectedThreshold` calls before its ban
+   * starts, and none while the ban lasts). The answers equal what Redis would answer: nothing changes in
+   * Redis while a key is blocked, so `used` and `X-RateLimit-Reset` stay as they were and `Retry-After`
+   * counts down on this process's clock (set to Redis's clock at the last answer, in `'server'` mode).
+   *
+   * `{ maxKeys }` bounds the memory (one small entry per blocked key; least recently used keys go first); `false`
+   * turns it off, e.g. when an operator lifts bans by deleting keys in Redis (each process would otherwise
+   * keep answering "banned" until the ban's end). Default `{ maxKeys: 10_000 }`.
+   */
+  blockCache?: { maxKeys: number } | false;
 }
 
 /** A {@link RateLimitStore} over Redis, which also tells where it keeps a key. */
@@ -42,12 +59,11 @@ export interface RedisRateLimitStore extends RateLimitStore {
 
 /**
  * The Redis key that holds the rate-limit state of store key `key` (e.g. `key:<keyId>` or `anon:<address>`):
- * `${keyPrefix}rl:${key}`, a hash with these fields (integers in decimal, times in Unix epoch ms):
- *
- * - `w:<window name>:s` and `w:<window name>:c`: the start and count of each window;
- * - `rej:s` and `rej:c`: the start and count of rejections toward a ban in the current ban interval;
- * - `ban`: the end of a ban, while one is or was in force;
- * - `sig`: the window names last written.
+ * `${keyPrefix}rl:${key}`, a string value of n windows: one byte n, then 3 + 2n little-endian doubles
+ * (rejection-interval start, rejection count, ban end, the n window starts, the n window counts; integers, times
+ * in Unix epoch ms; a rejection count of 0 means none, a ban end of 0 means no ban), then the windows' names as a
+ * JSON array in the same order. Packed, because the script then reads and writes it with one GET and one SET
+ * (see rate-limit-script.ts for the measurements).
  *
  * The key always carries a TTL (to the latest window reset, ban end or rejection-interval end).
  */
@@ -56,14 +72,14 @@ export function rateLimitRedisKey(key: string, keyPrefix: string = DEFAULT_KEY_P
 }
 
 type ConsumeReply = [outcome: number, nowMs: number, bannedUntilMs: number, ...usage: number[]];
-type ConsumeCommand = (redisKey: string, ...args: string[]) => Promise<ConsumeReply>;
+type ConsumeCommand = (redisKey: string, ...args: (string | Buffer)[]) => Promise<ConsumeReply>;
 
 /**
  * A rate-limit store in Redis: each `consume` is ONE command (`EVALSHA` of a Lua script, with ioredis's
  * automatic `EVAL` fallback when the server has not cached it) that reads the key's state, checks every
  * window and the ban, charges all windows or none, counts a rejection toward a ban, starts the ban, and sets
  * the key's expiry — a mirror of `decideConsume` from `@petstore/core`, atomic across every process sharing
- * the Redis server. State of one key is one hash, see {@link rateLimitRedisKey}.
+ * the Redis server. State of one key is one string value, see {@link rateLimitRedisKey}.
  *
  * Why ioredis: `defineCommand` gives EVALSHA with EVAL fallback, it reconnects with backoff, it has
  * `commandTimeout` and offline-queue control, and it is the client `@fastify/rate-limit` and
@@ -75,6 +91,11 @@ type ConsumeCommand = (redisKey: string, ...args: string[]) => Promise<ConsumeRe
  * on a failure: the engine's `onStoreFailure` policy turns the rejection into 503 or fail-open. A consume that
  * timed out may still be applied by Redis later (one request charged without an answer).
  *
+ * Redis Cluster: pass an ioredis `Cluster` as `client`. The script touches exactly one key, so any key
+ * layout works (no hash tag needed) and keys spread over every master. A `MOVED` or `ASK` redirection (a slot
+ * moved or moving) is followed by ioredis and the call succeeds; `CLUSTERDOWN`, `TRYAGAIN`, a failover or a
+ * slot without a master make the call fail or time out, which rejects with `service_unavailable` as above.
+ *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#store-failures
  * @throws TypeError when `timeoutMs` is not a whole number ≥ 1 or `keyPrefix` is not a string. `consume`
  *   rejects with a TypeError on a request with non-integer numbers (`nowMs` in `'request'` mode, `limit`,
@@ -85,6 +106,7 @@ export function redisRateLimitStore(options: RedisRateLimitStoreOptions): RedisR
   assertKeyPrefix(keyPrefix);
   assertTimeoutMs(timeoutMs);
   if (time !== 'server' && time !== 'request') throw new TypeError(`time must be 'server' or 'request', got ${String(time)}`);
+  const blocked = createBlockCache(options.blockCache ?? { maxKeys: DEFAULT_BLOCK_CACHE_KEYS });
   client.defineCommand(CONSUME_COMMAND, { numberOfKeys: 1, lua: CONSUME_LUA });
   const consumeCommand = (client as unknown as Record<string, ConsumeCommand>)[CONSUME_COMMAND] as ConsumeCommand;
   const withDeadline = createDeadline(timeoutMs);
@@ -92,14 +114,80 @@ export function redisRateLimitStore(options: RedisRateLimitStoreOptions): RedisR
   return {
     redisKey: (key) => rateLimitRedisKey(key, keyPrefix),
     async consume(key, request) {
-      const [timeArgument, policy] = scriptArguments(request, time);
+      if (time === 'request' && !Number.isSafeInteger(request.nowMs)) {
+        throw new TypeError(`nowMs must be a whole number of ms, got ${String(request.nowMs)}`);
+      }
+      const policy = policyArguments(request.windows, request.ban);
+      const local = blocked?.answer(key, policy, request, time);
+      if (local !== undefined) return local;
       let reply: ConsumeReply;
       try {
-        reply = await withDeadline(consumeCommand.call(client, rateLimitRedisKey(key, keyPrefix), timeArgument, policy));
+        const timeArgument = time === 'request' ? String(request.nowMs) : 'server';
+        reply = await withDeadline(consumeCommand.call(client, rateLimitRedisKey(key, keyPrefix), timeArgument, ...policy));
       } catch (error) {
         throw storeFailure(error, 'consume', 'rate-limit store');
       }
-      return resultFromReply(reply, request);
+      const result = resultFromReply(reply, request);
+      blocked?.remember(key, policy, result, request);
+      return result;
+    },
+  };
+}
+
+/** Default `blockCache.maxKeys`. */
+const DEFAULT_BLOCK_CACHE_KEYS = 10_000;
+
+interface BlockedKey {
+  /** The policy the answer was for: a request under another policy goes to Redis. */
+  policy: PolicyArguments;
+  /** Until when (Redis clock in `'server'` mode, else the requests' clock) the key stays blocked. */
+  untilMs: number;
+  /** The answer Redis gave. */
+  result: Extract<ConsumeResult, { allowed: false }>;
+  /** Redis's clock minus this process's clock at that answer (`'server'` mode). */
+  offsetMs: number;
+}
+
+function samePolicy(a: PolicyArguments, b: PolicyArguments): boolean {
+  return a === b || (a[0] === b[0] && a[2].equals(b[2]));
+}
+
+/** The blocked keys of one store (see `blockCache`), or `undefined` when turned off. */
+function createBlockCache(option: { maxKeys: number } | false) {
+  if (option === false) return undefined;
+  if (typeof option !== 'object' || option === null || !Number.isSafeInteger(option.maxKeys) || option.maxKeys < 1) {
+    throw new TypeError(`blockCache must be { maxKeys } with a whole number >= 1, or false; got ${String(option && JSON.stringify(option))}`);
+  }
+  const keys = new LRUCache<string, BlockedKey>({ max: option.maxKeys });
+  return {
+    /** The answer for a blocked key, or `undefined` when Redis must decide. */
+    answer(key: string, policy: PolicyArguments, request: ConsumeRequest, time: 'server' | 'request'): ConsumeResult | undefined {
+      const entry = keys.get(key);
+      if (entry === undefined) return undefined;
+      const nowMs = time === 'server' ? Date.now() + entry.offsetMs : request.nowMs;
+      if (!samePolicy(entry.policy, policy) || nowMs >= entry.untilMs || nowMs < entry.result.nowMs) {
+        keys.delete(key);
+        return undefined;
+      }
+      // Windows that reset meanwhile (not the blocking ones: those end no earlier than untilMs) read as empty.
+      const windows = entry.result.windows.map((window) =>
+        nowMs < window.resetAtMs ? window : { ...window, used: 0, remaining: window.limit, resetAtMs: windowStartMs(nowMs, window.windowMs) + window.windowMs },
+      );
+      return { ...entry.result, nowMs, windows };
+    },
+    /** Remembers a blocked answer, or forgets the key once Redis admits it. */
+    remember(key: string, policy: PolicyArguments, result: ConsumeResult, request: ConsumeRequest): void {
+      if (result.allowed) {
+        keys.delete(key);
+        return;
+      }
+      let untilMs: number;
+      if (result.reason === 'banned') untilMs = result.bannedUntilMs;
+      else if (request.ban === undefined) {
+        // Admitted again once every exhausted window has reset.
+        untilMs = Math.max(...result.windows.filter((window) => window.used >= window.limit).map((window) => window.resetAtMs));
+      } else return; // each rejection counts toward the ban in Redis
+      if (untilMs > result.nowMs) keys.set(key, { policy, untilMs, result, offsetMs: result.nowMs - Date.now() });
     },
   };
 }
@@ -108,24 +196,24 @@ function assertWhole(value: number, what: string, min: number): void {
   if (!Number.isSafeInteger(value) || value < min) throw new TypeError(`${what} must be a whole number >= ${min}, got ${String(value)}`);
 }
 
-/** ARGV of the consume script (see rate-limit-script.ts): the time, then the policy as JSON. */
-function scriptArguments(request: ConsumeRequest, time: 'server' | 'request'): [string, string] {
-  if (time === 'request' && !Number.isSafeInteger(request.nowMs)) {
-    throw new TypeError(`nowMs must be a whole number of ms, got ${String(request.nowMs)}`);
-  }
-  return [time === 'request' ? String(request.nowMs) : 'server', policyArgument(request.windows, request.ban)];
-}
+/** ARGV of the consume script after the time (see rate-limit-script.ts), built once per policy. */
+type PolicyArguments = readonly [signature: string, format: string, packed: Buffer];
 
 /** Policies built so far, per windows array and ban policy (`NO_BAN` for none). */
-const policyCache = new WeakMap<readonly RateLimitWindow[], WeakMap<object, string>>();
+const policyCache = new WeakMap<readonly RateLimitWindow[], WeakMap<object, PolicyArguments>>();
 const NO_BAN = Object.freeze({});
 
+/** The most windows one request may carry: the stored state counts them in one byte. */
+const MAX_WINDOWS = 255;
+
 /**
- * The policy argument: ban enabled, threshold, interval and duration, the windows' signature, then each
- * window's start field, count field, limit and windowMs, as a JSON array. Built once per frozen windows array
- * and frozen ban policy (the engine hands out one per plan), so a request builds no strings for it.
+ * The policy arguments: the windows' signature (their names as JSON), the `struct` format of the stored
+ * numbers, and the policy packed in that format (n, ban threshold (0 for no ban), interval and duration, the
+ * limits, the windowMs).
+ * Built once per frozen windows array and frozen ban policy (the engine hands out one per plan), so a
+ * request builds no strings for it.
  */
-function policyArgument(windows: readonly RateLimitWindow[], ban: BanPolicy | undefined): string {
+function policyArguments(windows: readonly RateLimitWindow[], ban: BanPolicy | undefined): PolicyArguments {
   const banKey = ban ?? NO_BAN;
   const cached = policyCache.get(windows)?.get(banKey);
   if (cached !== undefined) return cached;
@@ -134,27 +222,26 @@ function policyArgument(windows: readonly RateLimitWindow[], ban: BanPolicy | un
     assertWhole(ban.intervalMs, 'ban.intervalMs', 1);
     assertWhole(ban.durationMs, 'ban.durationMs', 1);
   }
-  const policy: (string | number)[] = [
-    ban === undefined ? 0 : 1,
-    ban?.rejectedThreshold ?? 0,
-    ban?.intervalMs ?? 0,
-    ban?.durationMs ?? 0,
-    JSON.stringify(windows.map((window) => window.name)),
-  ];
+  if (windows.length > MAX_WINDOWS) throw new TypeError(`at most ${MAX_WINDOWS} windows per request, got ${windows.length}`);
+  const format = `<B${'d'.repeat(3 + 2 * windows.length)}`;
+  const numbers = [windows.length, ban?.rejectedThreshold ?? 0, ban?.intervalMs ?? 0, ban?.durationMs ?? 0];
   for (const window of windows) {
     assertWhole(window.limit, `window "${window.name}" limit`, 0);
     assertWhole(window.windowMs, `window "${window.name}" windowMs`, 1);
-    policy.push(`w:${window.name}:s`, `w:${window.name}:c`, window.limit, window.windowMs);
   }
-  const built = JSON.stringify(policy);
+  numbers.push(...windows.map((window) => window.limit), ...windows.map((window) => window.windowMs));
+  const packed = Buffer.alloc(1 + 8 * (numbers.length - 1));
+  packed.writeUInt8(windows.length, 0);
+  numbers.slice(1).forEach((number, index) => packed.writeDoubleLE(number, 1 + 8 * index));
+  const policy: PolicyArguments = [JSON.stringify(windows.map((window) => window.name)), format, packed];
   const cacheable =
     Object.isFrozen(windows) && windows.every((window) => Object.isFrozen(window)) && Object.isFrozen(banKey);
   if (cacheable) {
     let byBan = policyCache.get(windows);
     if (byBan === undefined) policyCache.set(windows, (byBan = new WeakMap()));
-    byBan.set(banKey, built);
+    byBan.set(banKey, policy);
   }
-  return built;
+  return policy;
 }
 
 function resultFromReply(reply: ConsumeReply, request: ConsumeRequest): ConsumeResult {

@@ -48,72 +48,25 @@ export type WithDeadline = <T>(call: Promise<T>) => Promise<T>;
 
 /**
  * Deadlines of `timeoutMs` for a store's calls: each call rejects with {@link RedisTimeoutError} when the
- * deadline passes first, and the call's own late outcome is then ignored (never an unhandled rejection).
- *
- * One timer serves every call, instead of a `setTimeout`/`clearTimeout` pair per call (a third of a
- * microsecond each, on every request). Every call waits the same `timeoutMs`, so calls queued in start
- * order have their deadlines in order: the timer is armed for the oldest unsettled call; when it fires it
- * rejects every call past its deadline and is armed again for the next. Settled calls leave the queue
- * from its head as they settle. The timer is unref'd: it never keeps the process alive.
+ * deadline passes first, and the call's own late outcome is then ignored (never an unhandled rejection). One
+ * unref'd timer per call, cleared when the call settles. (A shared timer queue saved 44 ns per call, under
+ * 0.1 % of a request's CPU, so the plain version stays. ioredis's own `commandTimeout` is a client-wide
+ * option of the host's client, which the store does not change; set it too if every command should have one.)
  */
 export function createDeadline(timeoutMs: number): WithDeadline {
-  interface Pending {
-    deadlineMs: number;
-    reject: (error: Error) => void;
-    settled: boolean;
-  }
-  let queue: Pending[] = [];
-  let head = 0;
-  let timer: NodeJS.Timeout | undefined;
-
-  /** Drops settled calls from the head; compacts the array once its settled prefix is most of it. */
-  const dropSettled = (): void => {
-    while (head < queue.length && (queue[head] as Pending).settled) head += 1;
-    if (head === queue.length) {
-      queue.length = 0;
-      head = 0;
-    } else if (head >= 1024 && head * 2 >= queue.length) {
-      queue = queue.slice(head);
-      head = 0;
-    }
-  };
-  const arm = (): void => {
-    dropSettled();
-    const oldest = queue[head];
-    if (oldest === undefined) {
-      timer = undefined;
-      return;
-    }
-    timer = setTimeout(expire, Math.max(1, Math.ceil(oldest.deadlineMs - performance.now())));
-    timer.unref();
-  };
-  const expire = (): void => {
-    const nowMs = performance.now();
-    for (; head < queue.length; head += 1) {
-      const pending = queue[head] as Pending;
-      if (pending.settled) continue;
-      if (pending.deadlineMs > nowMs) break;
-      pending.settled = true;
-      pending.reject(new RedisTimeoutError(timeoutMs));
-    }
-    arm();
-  };
-
-  /** Marks a call settled; false when its deadline already answered it. */
-  const settle = (pending: Pending): boolean => {
-    if (pending.settled) return false;
-    pending.settled = true;
-    if (pending === queue[head]) dropSettled();
-    return true;
-  };
   return <T>(call: Promise<T>) =>
     new Promise<T>((resolve, reject) => {
-      const pending: Pending = { deadlineMs: performance.now() + timeoutMs, reject, settled: false };
-      queue.push(pending);
-      if (timer === undefined) arm();
+      const timer = setTimeout(() => reject(new RedisTimeoutError(timeoutMs)), timeoutMs);
+      timer.unref();
       call.then(
-        (value) => settle(pending) && resolve(value),
-        (error: unknown) => settle(pending) && reject(error),
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error);
+        },
       );
     });
 }

@@ -25,8 +25,8 @@ export const EXPECTED_EXPORTS: Record<string, { values: string[]; types: string[
     types: ['RedisCategoryStore','RedisCategoryStoreOptions','RedisRateLimitStore','RedisRateLimitStoreOptions'],
   },
   '@petstore/storage-redis/testing': {
-    values: ['isRedisServerInstalled','resolveTestRedis','startRedisServer'],
-    types: ['RedisServer','RedisServerOptions','TestRedis','TestRedisSkip'],
+    values: ['isRedisCliInstalled','isRedisServerInstalled','resolveTestRedis','resolveTestRedisCluster','startRedisCluster','startRedisServer'],
+    types: ['RedisCluster','RedisClusterNode','RedisClusterOptions','RedisServer','RedisServerOptions','TestRedis','TestRedisCluster','TestRedisSkip'],
   },
   '@petstore/adapter-fastify': {
     values: ['default','petstoreFastify','petstoreFrameworkErrors','petstoreGuard','principalOf'],

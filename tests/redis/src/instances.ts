@@ -1,6 +1,6 @@
 /**
  * App instances for the Redis suites: separate Fastify and Express servers on real sockets, each with its own
- * Redis client and its own petstore, sharing nothing but Redis.
+ * Redis client (a `Redis`, or a `Cluster` on a Redis Cluster) and its own petstore, sharing nothing but Redis.
  */
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
@@ -10,7 +10,8 @@ import { createPetstore, staticApiKeys, type CategoryStore, type StaticApiKey, t
 import { redisCategoryStore, redisRateLimitStore } from '@petstore/storage-redis';
 import express from 'express';
 import Fastify from 'fastify';
-import { Redis } from 'ioredis';
+import type { RedisClusterNode } from '@petstore/storage-redis/testing';
+import { Cluster, Redis } from 'ioredis';
 
 /** One running app instance. */
 export interface Instance {
@@ -22,7 +23,10 @@ export interface Instance {
 /** How to build one instance. */
 export interface InstanceOptions {
   framework: 'fastify' | 'express';
-  redisUrl: string;
+  /** The Redis server; ignored when `cluster` is given. */
+  redisUrl?: string;
+  /** Startup nodes of a Redis Cluster: the instance then uses its own ioredis `Cluster` client. */
+  cluster?: RedisClusterNode[];
   keyPrefix: string;
   apiKeys: StaticApiKey[];
   onStoreFailure?: StoreFailurePolicy;
@@ -35,12 +39,20 @@ export interface InstanceOptions {
  * the failure policy answers) and reconnects by itself.
  */
 export async function startInstance(options: InstanceOptions): Promise<Instance> {
-  const client = new Redis(options.redisUrl, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    lazyConnect: true,
-    retryStrategy: (attempt) => Math.min(attempt * 100, 1000),
-  });
+  const client: Redis | Cluster =
+    options.cluster !== undefined
+      ? new Cluster(options.cluster, {
+          enableOfflineQueue: false,
+          lazyConnect: true,
+          clusterRetryStrategy: (attempt) => Math.min(attempt * 100, 1000),
+          redisOptions: { maxRetriesPerRequest: 1 },
+        })
+      : new Redis(options.redisUrl ?? 'redis://127.0.0.1:6379', {
+          enableOfflineQueue: false,
+          maxRetriesPerRequest: 1,
+          lazyConnect: true,
+          retryStrategy: (attempt) => Math.min(attempt * 100, 1000),
+        });
   client.on('error', () => undefined);
   await client.connect();
   const petstore = createPetstore({

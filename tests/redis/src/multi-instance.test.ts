@@ -1,16 +1,29 @@
 /**
  * Several app instances, one quota: 2 Fastify and 2 Express servers share one Redis, and a burst spread over
- * all of them on one Free key admits exactly the minute quota.
+ * all of them on one Free key admits exactly the minute quota. The same again on a 3-master Redis Cluster,
+ * each instance with its own ioredis `Cluster` client.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { awayFromMinuteEnd, call, startInstance, type Instance } from './instances.js';
+import { awayFromMinuteEnd, call, startInstance, type Instance, type InstanceOptions } from './instances.js';
 
 const redisUrl = inject('redisUrl');
+const redisCluster = inject('redisCluster');
 const FREE_KEY = 'multi-instance-free-key';
 const PRO_KEY = 'multi-instance-pro-key';
 
 describe.skipIf(redisUrl === undefined)('several instances sharing one Redis', () => {
+  sharedStoreSuite({ redisUrl: redisUrl as string }, redisUrl as string);
+});
+
+describe.skipIf(redisCluster === undefined)('several instances sharing one Redis Cluster, each with its own Cluster client', () => {
+  const first = redisCluster?.[0];
+  // The masters run on one machine: any node's TIME is the cluster's clock.
+  sharedStoreSuite({ cluster: redisCluster as InstanceOptions['cluster'] }, `redis://${first?.host}:${first?.port}`);
+});
+
+/** The shared-quota and shared-categories cases, on 4 instances built with `backend`. */
+function sharedStoreSuite(backend: Pick<InstanceOptions, 'redisUrl' | 'cluster'>, clockUrl: string): void {
   const instances: Instance[] = [];
   beforeAll(async () => {
     const keyPrefix = `petstore-test:${randomUUID()}:`;
@@ -19,7 +32,7 @@ describe.skipIf(redisUrl === undefined)('several instances sharing one Redis', (
       { key: PRO_KEY, plan: 'pro' as const },
     ];
     for (const framework of ['fastify', 'express', 'fastify', 'express'] as const) {
-      instances.push(await startInstance({ framework, redisUrl: redisUrl as string, keyPrefix, apiKeys }));
+      instances.push(await startInstance({ framework, ...backend, keyPrefix, apiKeys }));
     }
   });
   afterAll(async () => {
@@ -28,7 +41,7 @@ describe.skipIf(redisUrl === undefined)('several instances sharing one Redis', (
 
   it('admits exactly 60 of 500 parallel requests on one Free key spread over 4 instances', async () => {
     // A fixed minute window that ends during the burst would admit a second quota: start well inside one.
-    await awayFromMinuteEnd(redisUrl as string, 15_000);
+    await awayFromMinuteEnd(clockUrl, 15_000);
     const answers = await Promise.all(
       Array.from({ length: 500 }, (_, i) =>
         call(instances[i % instances.length] as Instance, '/v1/categories', { apiKey: FREE_KEY }),
@@ -51,7 +64,7 @@ describe.skipIf(redisUrl === undefined)('several instances sharing one Redis', (
   });
 
   it('gives the same rate-limit headers on every instance', async () => {
-    await awayFromMinuteEnd(redisUrl as string, 2_000);
+    await awayFromMinuteEnd(clockUrl, 2_000);
     const answers = await Promise.all(
       instances.map((instance) => call(instance, '/v1/categories', { apiKey: PRO_KEY })),
     );
@@ -84,4 +97,4 @@ describe.skipIf(redisUrl === undefined)('several instances sharing one Redis', (
       expect((listed.body as Array<{ id: number }>).map((category) => category.id)).toEqual([...ids].sort((a, b) => a - b));
     }
   });
-});
+}

@@ -1,8 +1,10 @@
 /**
  * vitest globalSetup: finds a Redis once per run (REDIS_URL, else a throwaway redis-server, else skip) and
- * hands its URL to the tests with `provide('redisUrl', …)`.
+ * hands its URL to the tests with `provide('redisUrl', …)`; likewise a Redis Cluster (REDIS_CLUSTER_NODES,
+ * else a throwaway 3-master cluster, else skip), whose nodes go to `provide('redisCluster', …)`.
  */
 import type { TestProject } from 'vitest/node';
+import { resolveTestRedisCluster, type RedisClusterNode } from '../testing/redis-cluster.js';
 import { resolveTestRedis } from '../testing/resolve-test-redis.js';
 
 declare module 'vitest' {
@@ -11,18 +13,43 @@ declare module 'vitest' {
     redisUrl: string | null;
     /** Why Redis tests are skipped; `null` when they run. */
     redisSkipReason: string | null;
+    /** Startup nodes of the Redis Cluster under test; `null` when cluster tests are skipped. */
+    redisCluster: RedisClusterNode[] | null;
+    /** Why cluster tests are skipped; `null` when they run. */
+    redisClusterSkipReason: string | null;
   }
 }
 
 export default async function setup({ provide }: TestProject): Promise<() => Promise<void>> {
-  const redis = await resolveTestRedis();
-  if ('skipReason' in redis) {
-    console.warn(`[@petstore/storage-redis] Redis tests skipped: ${redis.skipReason}`);
-    provide('redisUrl', null);
-    provide('redisSkipReason', redis.skipReason);
-    return async () => {};
+  const [redis, cluster] = await Promise.allSettled([resolveTestRedis(), resolveTestRedisCluster()]);
+  const stops: Array<() => Promise<void>> = [];
+  for (const found of [redis, cluster]) if (found.status === 'fulfilled' && !('skipReason' in found.value)) stops.push(found.value.stop);
+  const stopAll = async () => {
+    await Promise.all(stops.map((stop) => stop()));
+  };
+  for (const found of [redis, cluster]) {
+    if (found.status === 'rejected') {
+      await stopAll();
+      throw found.reason;
+    }
   }
-  provide('redisUrl', redis.url);
-  provide('redisSkipReason', null);
-  return () => redis.stop();
+  const server = (redis as PromiseFulfilledResult<Awaited<ReturnType<typeof resolveTestRedis>>>).value;
+  const nodes = (cluster as PromiseFulfilledResult<Awaited<ReturnType<typeof resolveTestRedisCluster>>>).value;
+  if ('skipReason' in server) {
+    console.warn(`[@petstore/storage-redis] Redis tests skipped: ${server.skipReason}`);
+    provide('redisUrl', null);
+    provide('redisSkipReason', server.skipReason);
+  } else {
+    provide('redisUrl', server.url);
+    provide('redisSkipReason', null);
+  }
+  if ('skipReason' in nodes) {
+    console.warn(`[@petstore/storage-redis] Redis Cluster tests skipped: ${nodes.skipReason}`);
+    provide('redisCluster', null);
+    provide('redisClusterSkipReason', nodes.skipReason);
+  } else {
+    provide('redisCluster', nodes.nodes);
+    provide('redisClusterSkipReason', null);
+  }
+  return stopAll;
 }

@@ -1,24 +1,31 @@
 /**
- * Helpers for this package's tests: the Redis under test, clients that are closed after each test, and a
- * unique key prefix per store so tests never collide (its keys are deleted after the test).
+ * Helpers for this package's tests: the Redis (and Redis Cluster) under test, clients that are closed after
+ * each test, and a unique key prefix per store so tests never collide (its keys are deleted after the test).
  */
 import { randomUUID } from 'node:crypto';
 import { connect as connectSocket, createServer, type Socket } from 'node:net';
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { afterEach, inject } from 'vitest';
 
 /** URL of the Redis under test, or `null` when skipped. */
 export const redisUrl = inject('redisUrl');
 /** True when there is no Redis for this run (the reason is printed by the global setup). */
 export const skipRedis = redisUrl === null;
+/** Startup nodes of the Redis Cluster under test, or `null` when skipped. */
+export const redisCluster = inject('redisCluster');
+/** True when there is no Redis Cluster for this run (the reason is printed by the global setup). */
+export const skipCluster = redisCluster === null;
 
-const openClients = new Set<Redis>();
+const openClients = new Set<Redis | Cluster>();
 const usedPrefixes = new Set<string>();
+const usedClusterPrefixes = new Set<string>();
 const openSockets = new Set<Socket>();
 
 afterEach(async () => {
   const prefixes = [...usedPrefixes];
   usedPrefixes.clear();
+  const clusterPrefixes = [...usedClusterPrefixes];
+  usedClusterPrefixes.clear();
   if (redisUrl !== null && prefixes.length > 0) {
     // A REDIS_URL server may be shared and long-lived: leave nothing behind.
     const cleaner = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
@@ -26,6 +33,22 @@ afterEach(async () => {
       for (const prefix of prefixes) {
         for await (const keys of cleaner.scanStream({ match: `${prefix}*`, count: 500 })) {
           if ((keys as string[]).length > 0) await cleaner.unlink(...(keys as string[]));
+        }
+      }
+    } finally {
+      cleaner.disconnect();
+    }
+  }
+  if (redisCluster !== null && clusterPrefixes.length > 0) {
+    // Keys of cluster tests: scan every master (SCAN sees one node's keys), delete key by key (slots differ).
+    const cleaner = new Cluster(redisCluster, { redisOptions: { maxRetriesPerRequest: 1 } });
+    try {
+      await cleaner.ping(); // ready, with the slot map
+      for (const node of cleaner.nodes('master')) {
+        for (const prefix of clusterPrefixes) {
+          for await (const keys of node.scanStream({ match: `${prefix}*`, count: 500 })) {
+            await Promise.all((keys as string[]).map((key) => cleaner.unlink(key)));
+          }
         }
       }
     } finally {
@@ -49,17 +72,32 @@ export function connect(options: RedisOptions = {}): Redis {
   return track(new Redis(redisUrl ?? 'redis://127.0.0.1:1', { maxRetriesPerRequest: 1, ...options }));
 }
 
+/**
+ * An ioredis `Cluster` on the cluster under test, closed after the current test. Redirections (`MOVED`,
+ * `ASK`) are followed by ioredis as in production.
+ */
+export function connectCluster(options: ClusterOptions = {}): Cluster {
+  const client = new Cluster(redisCluster ?? [{ host: '127.0.0.1', port: 1 }], {
+    ...options,
+    redisOptions: { maxRetriesPerRequest: 1, ...options.redisOptions },
+  });
+  return track(client);
+}
+
 /** Closes `client` after the current test. */
-export function track(client: Redis): Redis {
+export function track<Client extends Redis | Cluster>(client: Client): Client {
   openClients.add(client);
   client.on('error', () => {}); // connection errors are asserted through the stores, not logged
   return client;
 }
 
-/** A key prefix no other test uses; its keys are deleted after the current test. */
-export function uniquePrefix(): string {
+/**
+ * A key prefix no other test uses; its keys are deleted after the current test, on the Redis server or
+ * (`'cluster'`) on every master of the cluster under test.
+ */
+export function uniquePrefix(where: 'server' | 'cluster' = 'server'): string {
   const prefix = `test:${randomUUID()}:`;
-  usedPrefixes.add(prefix);
+  (where === 'cluster' ? usedClusterPrefixes : usedPrefixes).add(prefix);
   return prefix;
 }
 
@@ -111,4 +149,26 @@ export async function monitorCommands(onCommand: (command: MonitoredCommand) => 
   });
   socket.write('MONITOR\r\n');
   await ready;
+}
+
+/** A rate-limit key's stored state, decoded from its packed value (layout: rateLimitRedisKey's TSDoc). */
+export interface StoredRateLimitState {
+  names: string[];
+  counters: Record<string, { startMs: number; count: number }>;
+  rejected?: { startMs: number; count: number };
+  bannedUntilMs: number;
+}
+
+/** Reads and decodes the state of one rate-limit key; `null` when the key does not exist. */
+export async function readRateLimitState(client: Pick<Redis, 'getBuffer'>, redisKey: string): Promise<StoredRateLimitState | null> {
+  const value = await client.getBuffer(redisKey);
+  if (value === null) return null;
+  const n = value.readUInt8(0);
+  const number = (index: number) => value.readDoubleLE(1 + 8 * index);
+  const names = JSON.parse(value.subarray(1 + 8 * (3 + 2 * n)).toString('utf8')) as string[];
+  const counters: StoredRateLimitState['counters'] = {};
+  names.forEach((name, i) => (counters[name] = { startMs: number(3 + i), count: number(3 + n + i) }));
+  const state: StoredRateLimitState = { names, counters, bannedUntilMs: number(2) };
+  if (number(1) > 0) state.rejected = { startMs: number(0), count: number(1) };
+  return state;
 }

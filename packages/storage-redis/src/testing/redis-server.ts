@@ -25,6 +25,12 @@ export interface RedisServerOptions {
   binary?: string;
   /** How long to wait for the server to answer `PING`, in ms. Default 10,000. */
   startTimeoutMs?: number;
+  /**
+   * More `redis-server` command-line arguments, appended after this function's own (so they can override
+   * them), e.g. `['--cluster-enabled', 'yes', '--cluster-config-file', '/tmp/x/nodes.conf']`. Also used by
+   * {@link RedisServer.restart}. Default: none.
+   */
+  extraArgs?: readonly string[];
 }
 
 /** A running `redis-server` started by {@link startRedisServer}. */
@@ -77,6 +83,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     '--appendonly', options.appendOnly ? 'yes' : 'no',
     '--daemonize', 'no',
     '--loglevel', 'warning',
+    ...(options.extraArgs ?? []),
   ];
 
   let child: ChildProcess | undefined;

@@ -1,0 +1,151 @@
+/**
+ * Scale-out: K app processes sharing one Redis, ours (`fastify-petstore-redis`: minute + day windows and the
+ * ban, one script call per request) against the peer (`fastify-peer-redis`: @fastify/rate-limit's Redis
+ * store, one window, no ban). Each process gets its own autocannon load on its own port; the rounds visit
+ * every setup in turn. Reported per setup: total req/s over the K processes, and Redis CPU per answered
+ * request — the redis-server process's user + system time (`INFO cpu`) over the round ÷ the 200 answers.
+ *
+ * Also the Redis cost of a banned key's flood: 10,000 requests of a banned key through the engine, counted at
+ * the client, with the block cache on (the default) and off.
+ */
+import { type ChildProcess } from 'node:child_process';
+import { cpus } from 'node:os';
+import autocannon from 'autocannon';
+import { createRateLimiter, DEFAULT_BAN_POLICY } from '@petstore/core';
+import { redisRateLimitStore } from '@petstore/storage-redis';
+import { startRedisServer } from '@petstore/storage-redis/testing';
+import { Redis } from 'ioredis';
+import { median, startServerProcess } from './http-bench.js';
+import { BENCH_KEY, type ServerName } from './servers.js';
+
+export interface ScaleOutRow {
+  instances: number;
+  name: ServerName;
+  requestsPerSecond: number;
+  redisCpuMicrosPerRequest: number;
+  /** Every round's total req/s. */
+  rounds: number[];
+  non2xx: number;
+}
+
+export interface FloodRow {
+  blockCache: boolean;
+  requests: number;
+  redisCalls: number;
+}
+
+export interface ScaleOutResult {
+  rows: ScaleOutRow[];
+  flood: FloodRow[];
+  instanceCounts: number[];
+  settings: { rounds: number; durationSeconds: number; warmupSeconds: number; connections: number };
+}
+
+const SETUPS: ServerName[] = ['fastify-petstore-redis', 'fastify-peer-redis'];
+
+/** Redis's own CPU time so far, µs (user + system of the server process, from `INFO cpu`). */
+async function redisCpuMicros(client: Redis): Promise<number> {
+  const info = await client.info('cpu');
+  const field = (name: string) => Number(new RegExp(`${name}:([0-9.]+)`).exec(info)?.[1] ?? Number.NaN);
+  return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
+}
+
+function load(ports: number[], seconds: number, connections: number): Promise<autocannon.Result[]> {
+  return Promise.all(
+    ports.map((port) =>
+      autocannon({
+        url: `http://127.0.0.1:${port}/v1/categories`,
+        headers: { authorization: `Bearer ${BENCH_KEY}` },
+        connections,
+        duration: seconds,
+      }),
+    ),
+  );
+}
+
+/** The Redis calls a banned key's `requests` cost, counted at the client. */
+async function floodCost(url: string, blockCache: boolean, requests: number): Promise<FloodRow> {
+  const client = new Redis(url);
+  let calls = 0;
+  const sendCommand = client.sendCommand.bind(client);
+  client.sendCommand = ((...args: Parameters<typeof sendCommand>) => {
+    calls += 1;
+    return sendCommand(...args);
+  }) as typeof client.sendCommand;
+  try {
+    await client.ping();
+    const store = redisRateLimitStore({ client, keyPrefix: `bench:flood:${blockCache}:`, blockCache: blockCache ? undefined : false });
+    const limiter = createRateLimiter({ store, clock: { now: () => Date.now() }, plans: { free: { requestsPerMinute: 1, requestsPerDay: 100 } } });
+    const principal = { keyId: 'flood', accountId: 'a', plan: 'free' as const };
+    // Use up the minute, then get banned (the default ban: rejectedThreshold rejections within a minute).
+    for (let i = 0; i < 1 + DEFAULT_BAN_POLICY.rejectedThreshold; i++) await limiter.consume({ principal });
+    const before = calls;
+    for (let i = 0; i < requests; i++) await limiter.consume({ principal });
+    return { blockCache, requests, redisCalls: calls - before };
+  } finally {
+    client.disconnect();
+  }
+}
+
+export async function runScaleOutBenchmark(options: { quick: boolean }, log: (line: string) => void): Promise<ScaleOutResult> {
+  const settings = options.quick
+    ? { rounds: 1, durationSeconds: 2, warmupSeconds: 1, connections: 25 }
+    : { rounds: 3, durationSeconds: 5, warmupSeconds: 2, connections: 25 };
+  // One core for Redis and about one per app process and its load; at least 2 processes.
+  const instanceCounts = [...new Set([1, Math.max(2, Math.floor((cpus().length - 1) / 2))])];
+  const redis = await startRedisServer();
+  const stats = new Redis(redis.url);
+  const rows: ScaleOutRow[] = [];
+  try {
+    const samples = new Map<string, { rps: number[]; cpu: number[]; non2xx: number }>();
+    for (let round = 1; round <= settings.rounds; round++) {
+      for (const instances of instanceCounts) {
+        for (const name of SETUPS) {
+          const children: ChildProcess[] = [];
+          try {
+            const ports: number[] = [];
+            for (let i = 0; i < instances; i++) {
+              const { port, child } = await startServerProcess(name, redis.url, undefined);
+              children.push(child);
+              ports.push(port);
+            }
+            await load(ports, settings.warmupSeconds, settings.connections);
+            const before = await redisCpuMicros(stats);
+            const results = await load(ports, settings.durationSeconds, settings.connections);
+            const after = await redisCpuMicros(stats);
+            const answers = results.reduce((sum, result) => sum + result['2xx'], 0);
+            const rps = results.reduce((sum, result) => sum + result.requests.average, 0);
+            const key = `${instances}:${name}`;
+            const sample = samples.get(key) ?? { rps: [], cpu: [], non2xx: 0 };
+            sample.rps.push(rps);
+            sample.cpu.push((after - before) / answers);
+            sample.non2xx += results.reduce((sum, result) => sum + result.non2xx + result.errors + result.timeouts, 0);
+            samples.set(key, sample);
+            log(`scale-out round ${round}/${settings.rounds}, ${instances} × ${name}: ${Math.round(rps)} req/s, Redis ${((after - before) / answers).toFixed(1)} µs/req`);
+          } finally {
+            for (const child of children) child.kill('SIGTERM');
+          }
+        }
+      }
+    }
+    for (const instances of instanceCounts) {
+      for (const name of SETUPS) {
+        const sample = samples.get(`${instances}:${name}`) as { rps: number[]; cpu: number[]; non2xx: number };
+        rows.push({
+          instances,
+          name,
+          requestsPerSecond: median(sample.rps),
+          redisCpuMicrosPerRequest: median(sample.cpu),
+          rounds: sample.rps.map(Math.round),
+          non2xx: sample.non2xx,
+        });
+      }
+    }
+    log('banned-key flood');
+    const flood = [await floodCost(redis.url, true, 10_000), await floodCost(redis.url, false, 10_000)];
+    return { rows, flood, instanceCounts, settings };
+  } finally {
+    stats.disconnect();
+    await redis.stop();
+  }
+}
