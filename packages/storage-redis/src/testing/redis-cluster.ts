@@ -2,7 +2,8 @@
  * A throwaway Redis Cluster for tests (masters only, loopback, free ports), and the choice of which cluster a
  * test run uses.
  */
-import { execFile, spawnSync } from 'node:child_process';
+import { answersVersion } from './installed.js';
+import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -48,8 +49,7 @@ const BUS_PORT_OFFSET = 10_000;
 
 /** True when `binary --version` runs: `redis-cli` (or `binary`) is installed. */
 export function isRedisCliInstalled(binary: string = DEFAULT_CLI): boolean {
-  const probe = spawnSync(binary, ['--version'], { stdio: 'ignore', timeout: 5000 });
-  return probe.error === undefined && probe.status === 0;
+  return answersVersion(binary);
 }
 
 /**

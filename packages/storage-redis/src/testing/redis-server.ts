@@ -1,7 +1,8 @@
 /**
  * A throwaway `redis-server` child process for tests: loopback only, a free port, its own directory.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { answersVersion } from './installed.js';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { createConnection, createServer } from 'node:net';
@@ -58,8 +59,7 @@ const KILL_AFTER_MS = 10_000;
 
 /** True when `binary --version` runs: the Redis server binary is installed. */
 export function isRedisServerInstalled(binary: string = DEFAULT_BINARY): boolean {
-  const probe = spawnSync(binary, ['--version'], { stdio: 'ignore', timeout: 5000 });
-  return probe.error === undefined && probe.status === 0;
+  return answersVersion(binary);
 }
 
 /**
