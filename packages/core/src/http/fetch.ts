@@ -36,20 +36,37 @@ function petstoreRequest(request: Request, path: string, info: FetchInfo | undef
           read: (limitBytes) =>
             request.body === null ? Promise.resolve({ ok: true, bytes: new Uint8Array(0) }) : readWebStream(request.body, limitBytes),
         };
-  return {
-    method: request.method,
+  return new FetchPetstoreRequest(request, path, headers, body, info);
+}
+
+/**
+ * The plain request of a Fetch `Request`. `signal` is read from the `Request` only when a host handler asks for
+ * it: under @hono/node-server, touching `request.signal` builds the full Request, whose body stream then starts
+ * (see above). A class, so the getter lives once on the prototype (see `nodePetstoreRequest` in node.ts: a
+ * getter closure per request object kept whole requests alive through young-generation collections).
+ */
+class FetchPetstoreRequest implements PetstoreRequest {
+  readonly method: string;
+  readonly clientAddress: string | undefined;
+  readonly headersIncomplete: boolean | undefined;
+  readonly #request: Request;
+  constructor(
+    request: Request,
     // With the query string, as the adapters pass it: host handlers read it (HostOperationContext.query).
-    path,
-    headers,
-    body,
-    clientAddress: info?.clientAddress,
-    headersIncomplete: info?.headersIncomplete,
-    // Read only when a host handler needs it: under @hono/node-server, touching request.signal builds the full
-    // Request, whose body stream then starts (see above).
-    get signal() {
-      return request.signal;
-    },
-  };
+    readonly path: string,
+    readonly headers: Record<string, string>,
+    readonly body: PetstoreRequestBody,
+    info: FetchInfo | undefined,
+  ) {
+    this.#request = request;
+    this.method = request.method;
+    this.clientAddress = info?.clientAddress;
+    this.headersIncomplete = info?.headersIncomplete;
+  }
+
+  get signal(): AbortSignal {
+    return this.#request.signal;
+  }
 }
 
 /** Reads a web stream into bytes, stopping (and cancelling the stream) once more than `limitBytes` arrive. */
