@@ -7,6 +7,7 @@ import { isPetstoreError, type ConsumeRequest } from '@petstore/core';
 import { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { categoryRedisKeys, redisCategoryStore } from './category-store.js';
+import { CONSUME_LUA } from './rate-limit-script.js';
 import { redisRateLimitStore } from './rate-limit-store.js';
 import { isRedisCliInstalled, startRedisCluster, type RedisClusterNode } from './testing/redis-cluster.js';
 import { isRedisServerInstalled } from './testing/redis-server.js';
@@ -77,7 +78,18 @@ describe.skipIf(skipCluster)('the Redis stores on a 3-master Redis Cluster', () 
   it('spreads rate-limit keys over all three masters and counts each key exactly on every one', async () => {
     const client = connectCluster();
     const store = redisRateLimitStore({ client, keyPrefix: uniquePrefix('cluster'), time: 'request' });
-    const keys = Array.from({ length: 300 }, (_, i) => `key:${i}`);
+    // Twenty keys share a hash tag, hence a slot; the others spread.
+    const keys = Array.from({ length: 300 }, (_, i) => (i < 20 ? `key:{team}:${i}` : `key:${i}`));
+    // Script calls, counted at the client: the consumes of one turn go out in one call per hash slot. (The
+    // script is loaded on every master first: a fresh client's first calls may otherwise be answered NOSCRIPT
+    // and sent again.)
+    for (const node of nodes) await nodeClient(node).script('LOAD', CONSUME_LUA);
+    let calls = 0;
+    const sendCommand = client.sendCommand.bind(client);
+    client.sendCommand = ((...args: Parameters<typeof sendCommand>) => {
+      calls += 1;
+      return sendCommand(...args);
+    }) as typeof client.sendCommand;
     // Three consumes per key with a limit of 2, all 900 in parallel: 2 admitted, 1 refused on every key.
     const results = await Promise.all(keys.flatMap((key) => [1, 2, 3].map(() => store.consume(key, minute(2)).then((result) => ({ key, result })))));
     for (const key of keys) {
@@ -96,6 +108,11 @@ describe.skipIf(skipCluster)('the Redis stores on a 3-master Redis Cluster', () 
     expect(held).toHaveLength(3);
     for (const count of held) expect(count).toBeGreaterThan(0);
     expect(held.reduce((sum, count) => sum + count, 0)).toBe(300);
+    // Slots as Redis computes them: one call per slot the keys fall in (the shared slot's 60 consumes fit in one).
+    const admin = nodeClient(nodes[0]!);
+    const slots = new Set(await Promise.all(keys.map((key) => keySlot(admin, store.redisKey(key)))));
+    expect(slots.size).toBeLessThanOrEqual(281);
+    expect(calls).toBe(slots.size);
   });
 
   it('serves parallel category creates from several Cluster clients with distinct ids', async () => {

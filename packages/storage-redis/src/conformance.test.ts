@@ -1,17 +1,19 @@
 /**
  * The core's storage conformance suites, run against both Redis stores (each case gets a fresh key prefix),
- * once on one Redis server and once on a 3-master Redis Cluster through an ioredis `Cluster` client.
+ * on one Redis server, on a 3-master Redis Cluster through an ioredis `Cluster` client, and on one Valkey
+ * server (the open-source fork of Redis).
  */
 import { runCategoryStoreConformance, runRateLimitStoreConformance } from '@petstore/core/testing';
 import type { Cluster, Redis } from 'ioredis';
-import { describe, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { redisCategoryStore } from './category-store.js';
 import { redisRateLimitStore } from './rate-limit-store.js';
-import { connect, connectCluster, skipCluster, skipRedis, uniquePrefix } from './test-support/redis.js';
+import { connect, connectCluster, connectValkey, skipCluster, skipRedis, skipValkey, uniquePrefix } from './test-support/redis.js';
 
 const targets: Array<{ on: string; skip: boolean; connect: () => Redis | Cluster; prefix: () => string }> = [
   { on: '', skip: skipRedis, connect: () => connect(), prefix: () => uniquePrefix() },
   { on: ' on a Redis Cluster', skip: skipCluster, connect: () => connectCluster(), prefix: () => uniquePrefix('cluster') },
+  { on: ' on Valkey', skip: skipValkey, connect: () => connectValkey(), prefix: () => uniquePrefix('valkey') },
 ];
 
 for (const target of targets) {
@@ -45,3 +47,11 @@ for (const target of targets) {
     }),
   });
 }
+
+describe.skipIf(skipValkey)('the Valkey target', () => {
+  it('is a Valkey server, not Redis', async () => {
+    const info = await connectValkey().info('server');
+    expect(info).toMatch(/^server_name:valkey\r?$/m);
+    expect(info).toMatch(/^valkey_version:\d+\./m);
+  });
+});

@@ -172,7 +172,7 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
     expect(banTtl).toBeLessThanOrEqual(BAN.durationMs);
   });
 
-  it('sends exactly one Redis command per consume (counted with MONITOR)', async () => {
+  it('sends exactly one Redis command per consume made alone (counted with MONITOR)', async () => {
     const { client, store } = newStore();
     await client.ping();
     const info = String(await client.call('CLIENT', 'INFO'));
@@ -253,6 +253,104 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
       expect(ttl, `ttl at step ${step}`).toBeGreaterThan(expected - 2000);
     }
     for (const count of Object.values(seen)) expect(count).toBeGreaterThan(50); // every branch was exercised
+  });
+
+  it('decides the consumes started in one turn in one call, each exactly as if it came alone, over a random run', async () => {
+    // Groups of parallel consumes (one script call each): mixed keys, policies, times and repeats of a key.
+    const { client, store } = newStore({ time: 'request', blockCache: false });
+    const commands = await countCommands(client);
+    const reference = new Map<string, RateLimitState>();
+    let seed = 99;
+    const random = () => ((seed = (seed * 16807) % 2147483647) - 1) / 2147483646;
+    const plans = [minuteAndDay(3, 7), [{ name: 'minute', limit: 2, windowMs: MINUTE_MS }], minuteAndDay(5, 9)];
+    const bans = [BAN, undefined, { rejectedThreshold: 2, intervalMs: MINUTE_MS, durationMs: 2 * MINUTE_MS }];
+    let nowMs = T0;
+    let groups = 0;
+    const seen: Record<string, number> = { allowed: 0, rate_limited: 0, banned: 0 };
+    for (let group = 0; group < 120; group++) {
+      nowMs += [0, 1000, 7000, 20_000, MINUTE_MS, 3 * MINUTE_MS][Math.floor(random() * 6)]!;
+      if (nowMs % MINUTE_MS > 50_000) nowMs = Math.ceil(nowMs / MINUTE_MS) * MINUTE_MS;
+      const size = 1 + Math.floor(random() * 12);
+      const requests = Array.from({ length: size }, (_, i) => {
+        const keyIndex = Math.floor(random() * 4);
+        const key = ['key:a', 'key:b', 'key:c', 'anon:d'][keyIndex]!;
+        const policy = random() < 0.9 ? keyIndex % 3 : Math.floor(random() * 3);
+        // Consumes of one turn may carry different times (the engine reads its clock per request).
+        return { key, request: at(nowMs + i, plans[policy]!, bans[policy]) };
+      });
+      const results = await Promise.all(requests.map(({ key, request }) => store.consume(key, request)));
+      groups += 1;
+      requests.forEach(({ key, request }, i) => {
+        const decision = decideConsume(reference.get(key), request);
+        reference.set(key, decision.state);
+        expect(results[i], `group ${group}, consume ${i}`).toEqual(decision.result);
+        seen[outcome(decision.result)]! += 1;
+      });
+      for (const key of new Set(requests.map(({ key }) => key))) {
+        expect(await readRateLimitState(client, store.redisKey(key)), `state of ${key} after group ${group}`).toEqual(storedOf(reference.get(key)!));
+      }
+    }
+    for (const count of Object.values(seen)) expect(count).toBeGreaterThan(30); // every branch was exercised
+    // One script call per group, plus the state reads of this test.
+    const reads = commands.count - groups;
+    expect(reads).toBeLessThan(5 * groups);
+    expect(reads).toBeGreaterThanOrEqual(groups);
+  });
+
+  it('sends one command for the consumes of one turn: one TIME, and one GET and one SET per key (counted with MONITOR)', async () => {
+    const { client, store } = newStore();
+    await client.ping();
+    const address = /\baddr=(\S+)/.exec(String(await client.call('CLIENT', 'INFO')))?.[1];
+    expect(address).toBeDefined();
+    const keys = ['key:one', 'key:two'].map((key) => store.redisKey(key));
+    const fromStore: string[] = [];
+    const insideScript: string[] = [];
+    const sentinel = `sentinel-${Math.random()}`;
+    let sawSentinel: () => void = () => {};
+    const sentinelSeen = new Promise<void>((resolve) => (sawSentinel = resolve));
+    await monitorCommands(({ source, args }) => {
+      const command = String(args[0]).toLowerCase();
+      if (source === address) fromStore.push(`${command} ${args[2]}`); // the number of keys
+      else if (source === 'lua' && (command === 'time' || keys.includes(String(args[1]))) && insideScript.length < 100) {
+        insideScript.push(command === 'time' ? 'time' : `${command} ${keys.indexOf(String(args[1]))}`);
+      }
+      if (command === 'echo' && args[1] === sentinel) sawSentinel();
+    });
+    const windows = minuteAndDay(3, 100);
+    const results = await Promise.all(['key:one', 'key:two', 'key:one', 'key:one', 'key:one', 'key:two'].map((key) => store.consume(key, at(0, windows, BAN))));
+    expect(results.map(outcome)).toEqual(['allowed', 'allowed', 'allowed', 'allowed', 'rate_limited', 'allowed']);
+    expect(results.map((result) => used(result, 'minute'))).toEqual([1, 1, 2, 3, 3, 2]);
+    await connect().echo(sentinel);
+    await sentinelSeen;
+    expect(fromStore).toEqual(['eval 6']);
+    expect(insideScript).toEqual(['time', 'get 0', 'get 1', 'set 0', 'set 1']);
+  });
+
+  it('holds at most 64 consumes in one command', async () => {
+    const { client, store } = newStore({ time: 'request' });
+    const commands = await countCommands(client);
+    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => store.consume(`key:${i % 7}`, at(T0, minuteAndDay(1000, 1000)))));
+    expect(results.every((result) => result.allowed)).toBe(true);
+    expect(commands.count).toBe(4); // 64 + 64 + 64 + 8
+    expect(results.filter((result) => used(result, 'minute') === 1)).toHaveLength(7);
+  });
+
+  it('fails only the consume whose key holds another type of value, and writes nothing to that key', async () => {
+    const { client, store } = newStore({ time: 'request' });
+    await client.hset(store.redisKey('key:foreign'), 'field', 'value');
+    const [good, bad, alsoGood] = await Promise.allSettled([
+      store.consume('key:fine', at(T0, minuteAndDay(5, 10))),
+      store.consume('key:foreign', at(T0, minuteAndDay(5, 10))),
+      store.consume('key:fine', at(T0 + 1, minuteAndDay(5, 10))),
+    ]);
+    expect(good.status === 'fulfilled' && used(good.value, 'minute')).toBe(1);
+    expect(alsoGood.status === 'fulfilled' && used(alsoGood.value, 'minute')).toBe(2);
+    expect(bad.status).toBe('rejected');
+    const failure = (bad as PromiseRejectedResult).reason as Error;
+    expect(isPetstoreError(failure)).toBe(false); // a configuration fault, not an outage
+    expect(String((failure.cause as Error).message)).toMatch(/^WRONGTYPE/);
+    expect(await client.hgetall(store.redisKey('key:foreign'))).toEqual({ field: 'value' });
+    expect(await client.pttl(store.redisKey('key:foreign'))).toBe(-1);
   });
 
   it("works behind the core engine, with the engine's clock ignored in server mode", async () => {

@@ -1,7 +1,8 @@
 /**
  * vitest globalSetup: finds a Redis once per run (REDIS_URL, else a throwaway redis-server, else skip) and
  * hands its URL to the tests with `provide('redisUrl', …)`; likewise a Redis Cluster (REDIS_CLUSTER_NODES,
- * else a throwaway 3-master cluster, else skip), whose nodes go to `provide('redisCluster', …)`.
+ * else a throwaway 3-master cluster, else skip), whose nodes go to `provide('redisCluster', …)`, and a Valkey
+ * server (VALKEY_URL, else a throwaway valkey-server, else skip) for `provide('valkeyUrl', …)`.
  */
 import type { TestProject } from 'vitest/node';
 import { resolveTestRedisCluster, type RedisClusterNode } from '../testing/redis-cluster.js';
@@ -17,17 +18,27 @@ declare module 'vitest' {
     redisCluster: RedisClusterNode[] | null;
     /** Why cluster tests are skipped; `null` when they run. */
     redisClusterSkipReason: string | null;
+    /** URL of the Valkey server under test; `null` when Valkey tests are skipped. */
+    valkeyUrl: string | null;
+    /** Why Valkey tests are skipped; `null` when they run. */
+    valkeySkipReason: string | null;
   }
 }
 
 export default async function setup({ provide }: TestProject): Promise<() => Promise<void>> {
-  const [redis, cluster] = await Promise.allSettled([resolveTestRedis(), resolveTestRedisCluster()]);
+  // Valkey: the same finder, with VALKEY_URL and the valkey-server binary.
+  const valkeyEnv = { ...process.env, REDIS_URL: process.env.VALKEY_URL };
+  const [redis, cluster, valkey] = await Promise.allSettled([
+    resolveTestRedis(),
+    resolveTestRedisCluster(),
+    resolveTestRedis(valkeyEnv, { binary: 'valkey-server' }),
+  ]);
   const stops: Array<() => Promise<void>> = [];
-  for (const found of [redis, cluster]) if (found.status === 'fulfilled' && !('skipReason' in found.value)) stops.push(found.value.stop);
+  for (const found of [redis, cluster, valkey]) if (found.status === 'fulfilled' && !('skipReason' in found.value)) stops.push(found.value.stop);
   const stopAll = async () => {
     await Promise.all(stops.map((stop) => stop()));
   };
-  for (const found of [redis, cluster]) {
+  for (const found of [redis, cluster, valkey]) {
     if (found.status === 'rejected') {
       await stopAll();
       throw found.reason;
@@ -50,6 +61,15 @@ export default async function setup({ provide }: TestProject): Promise<() => Pro
   } else {
     provide('redisCluster', nodes.nodes);
     provide('redisClusterSkipReason', null);
+  }
+  const valkeyServer = (valkey as PromiseFulfilledResult<Awaited<ReturnType<typeof resolveTestRedis>>>).value;
+  if ('skipReason' in valkeyServer) {
+    console.warn(`[@petstore/storage-redis] Valkey tests skipped: ${valkeyServer.skipReason}`);
+    provide('valkeyUrl', null);
+    provide('valkeySkipReason', valkeyServer.skipReason);
+  } else {
+    provide('valkeyUrl', valkeyServer.url);
+    provide('valkeySkipReason', null);
   }
   return stopAll;
 }

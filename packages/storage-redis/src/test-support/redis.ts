@@ -15,20 +15,26 @@ export const skipRedis = redisUrl === null;
 export const redisCluster = inject('redisCluster');
 /** True when there is no Redis Cluster for this run (the reason is printed by the global setup). */
 export const skipCluster = redisCluster === null;
+/** URL of the Valkey server under test, or `null` when skipped. */
+export const valkeyUrl = inject('valkeyUrl');
+/** True when there is no Valkey for this run (the reason is printed by the global setup). */
+export const skipValkey = valkeyUrl === null;
 
 const openClients = new Set<Redis | Cluster>();
 const usedPrefixes = new Set<string>();
+const usedValkeyPrefixes = new Set<string>();
 const usedClusterPrefixes = new Set<string>();
 const openSockets = new Set<Socket>();
 
 afterEach(async () => {
-  const prefixes = [...usedPrefixes];
-  usedPrefixes.clear();
   const clusterPrefixes = [...usedClusterPrefixes];
   usedClusterPrefixes.clear();
-  if (redisUrl !== null && prefixes.length > 0) {
-    // A REDIS_URL server may be shared and long-lived: leave nothing behind.
-    const cleaner = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  // A REDIS_URL (VALKEY_URL) server may be shared and long-lived: leave nothing behind.
+  for (const [url, used] of [[redisUrl, usedPrefixes], [valkeyUrl, usedValkeyPrefixes]] as const) {
+    const prefixes = [...used];
+    used.clear();
+    if (url === null || prefixes.length === 0) continue;
+    const cleaner = new Redis(url, { maxRetriesPerRequest: 1 });
     try {
       for (const prefix of prefixes) {
         for await (const keys of cleaner.scanStream({ match: `${prefix}*`, count: 500 })) {
@@ -72,6 +78,11 @@ export function connect(options: RedisOptions = {}): Redis {
   return track(new Redis(redisUrl ?? 'redis://127.0.0.1:1', { maxRetriesPerRequest: 1, ...options }));
 }
 
+/** A client to the Valkey server under test, closed after the current test. */
+export function connectValkey(options: RedisOptions = {}): Redis {
+  return track(new Redis(valkeyUrl ?? 'redis://127.0.0.1:1', { maxRetriesPerRequest: 1, ...options }));
+}
+
 /**
  * An ioredis `Cluster` on the cluster under test, closed after the current test. Redirections (`MOVED`,
  * `ASK`) are followed by ioredis as in production.
@@ -92,12 +103,12 @@ export function track<Client extends Redis | Cluster>(client: Client): Client {
 }
 
 /**
- * A key prefix no other test uses; its keys are deleted after the current test, on the Redis server or
- * (`'cluster'`) on every master of the cluster under test.
+ * A key prefix no other test uses; its keys are deleted after the current test, on the Redis server,
+ * (`'valkey'`) on the Valkey server, or (`'cluster'`) on every master of the cluster under test.
  */
-export function uniquePrefix(where: 'server' | 'cluster' = 'server'): string {
+export function uniquePrefix(where: 'server' | 'valkey' | 'cluster' = 'server'): string {
   const prefix = `test:${randomUUID()}:`;
-  (where === 'cluster' ? usedClusterPrefixes : usedPrefixes).add(prefix);
+  (where === 'cluster' ? usedClusterPrefixes : where === 'valkey' ? usedValkeyPrefixes : usedPrefixes).add(prefix);
   return prefix;
 }
 

@@ -1,0 +1,132 @@
+/**
+ * Coalescing of consumes into script calls: the consumes a process starts within one turn of its event loop
+ * go to Redis as one call of the consume script (rate-limit-script.ts), which decides them in order, each
+ * exactly as if it came alone. A Redis command costs the server a fixed amount for reading, parsing and
+ * answering it whatever it does, and the client a socket write; one call per turn instead of one per consume
+ * pays both once for the batch.
+ *
+ * Measured (`npm run bench`, scale-out section: K app processes on one Redis, GET /v1/categories, 2-core
+ * machine, 2026-11-24): with one call per consume, Redis spent 13.6–14.7 µs per request (1.32–1.41× what
+ * @fastify/rate-limit's one-window script costs it) and the app served 0.87–0.97× the peer's requests per
+ * second; batched, 4.4–5.8 µs (0.38–0.61×) and 1.22–1.36×. A batch held 8.6 consumes on average at 25
+ * connections per process, about 17 at 50 (0.057 commands per request in the HTTP section).
+ *
+ * Like ioredis's own `enableAutoPipelining`, a batch waits for `setImmediate`: the consumes that requests read
+ * in the same poll phase start join it, and a lone consume goes out at the end of the turn it started in.
+ */
+import { ReplyError, type Cluster, type Redis } from 'ioredis';
+import calculateSlot from 'cluster-key-slot';
+import { CONSUME_LUA } from './rate-limit-script.js';
+import type { WithDeadline } from './redis-call.js';
+
+/** Name under which the consume script is defined on the client (`client.defineCommand`). */
+export const CONSUME_COMMAND = 'petstoreRateLimitConsume';
+
+/**
+ * Most consumes in one call: bounds how long one script holds Redis (each consume costs it a few µs) and
+ * how many arguments one command carries.
+ */
+export const MAX_BATCH_SIZE = 64;
+
+/** The script arguments that describe one policy (see rate-limit-script.ts), built once per policy. */
+export type PolicyArguments = readonly [signature: string, format: string, numbers: string];
+
+/** What the script decided for one consume. */
+export interface ConsumeDecision {
+  /** When it was decided, Unix epoch ms: Redis's clock in `'server'` mode, else the consume's own nowMs. */
+  nowMs: number;
+  /** 0 allowed, 1 rate limited, 2 banned. */
+  outcome: 0 | 1 | 2;
+  bannedUntilMs: number;
+  /** The used count of each window, in request order. */
+  used: number[];
+}
+
+const WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value';
+
+interface Pending {
+  redisKey: string;
+  policy: PolicyArguments;
+  windowCount: number;
+  nowMs: number;
+  resolve(decision: ConsumeDecision): void;
+  reject(error: unknown): void;
+}
+
+type ScriptCall = (numberOfKeys: number, ...args: string[]) => Promise<number[]>;
+
+/**
+ * The consume path of one store: `consume(redisKey, policy, windowCount, nowMs)` answers the decision of that
+ * consume, or rejects with the call's failure (every consume of a failed call rejects with it), or with a
+ * plain Error when the key holds a value of another type.
+ *
+ * On a `Cluster` client the consumes are batched per hash slot (a script's keys must share one), computed
+ * on the full key (the client's own `keyPrefix` first), as ioredis routes it.
+ */
+export function createConsumeBatches(client: Redis | Cluster, time: 'server' | 'request', withDeadline: WithDeadline) {
+  client.defineCommand(CONSUME_COMMAND, { lua: CONSUME_LUA });
+  const script = (client as unknown as Record<string, ScriptCall>)[CONSUME_COMMAND] as ScriptCall;
+  const clientPrefix = client.options.keyPrefix ?? '';
+  const slotOf = client.isCluster ? (redisKey: string) => calculateSlot(clientPrefix + redisKey) : () => 0;
+  /** Batches waiting for the end of this turn, by hash slot. */
+  const waiting = new Map<number, Pending[]>();
+  let scheduled = false;
+
+  const flushAll = () => {
+    scheduled = false;
+    for (const batch of waiting.values()) send(batch);
+    waiting.clear();
+  };
+
+  function send(batch: Pending[]): void {
+    const policyNumbers = new Map<PolicyArguments, number>();
+    const policyArgs: string[] = [];
+    const itemArgs: string[] = [];
+    const keys: string[] = [];
+    for (const item of batch) {
+      let number = policyNumbers.get(item.policy);
+      if (number === undefined) {
+        number = policyNumbers.size + 1;
+        policyNumbers.set(item.policy, number);
+        policyArgs.push(...item.policy);
+      }
+      keys.push(item.redisKey);
+      itemArgs.push(String(number));
+      if (time === 'request') itemArgs.push(String(item.nowMs));
+    }
+    withDeadline(script.call(client, keys.length, ...keys, time, String(policyNumbers.size), ...policyArgs, ...itemArgs)).then(
+      (reply) => {
+        let offset = 1;
+        for (const item of batch) {
+          const outcome = reply[offset] as number;
+          const used = reply.slice(offset + 2, offset + 2 + item.windowCount);
+          // Redis's own error, as a lone GET of the key would have raised it.
+          if (outcome === 3) item.reject(new ReplyError(WRONGTYPE) as Error);
+          else {
+            const nowMs = time === 'server' ? (reply[0] as number) : item.nowMs;
+            item.resolve({ nowMs, outcome: outcome as 0 | 1 | 2, bannedUntilMs: reply[offset + 1] as number, used });
+          }
+          offset += 2 + item.windowCount;
+        }
+      },
+      (error: unknown) => {
+        for (const item of batch) item.reject(error);
+      },
+    );
+  }
+
+  return (redisKey: string, policy: PolicyArguments, windowCount: number, nowMs: number): Promise<ConsumeDecision> =>
+    new Promise((resolve, reject) => {
+      const slot = slotOf(redisKey);
+      let batch = waiting.get(slot);
+      if (batch === undefined) waiting.set(slot, (batch = []));
+      batch.push({ redisKey, policy, windowCount, nowMs, resolve, reject });
+      if (batch.length >= MAX_BATCH_SIZE) {
+        waiting.delete(slot);
+        send(batch);
+      } else if (!scheduled) {
+        scheduled = true;
+        setImmediate(flushAll);
+      }
+    });
+}
