@@ -127,15 +127,28 @@ export async function call(
   return { status: response.status, headers: answerHeaders, body: text === '' ? undefined : JSON.parse(text) };
 }
 
-/** Waits until Redis's clock is at least `marginMs` away from the end of the current minute. */
-export async function awayFromMinuteEnd(redisUrl: string, marginMs: number): Promise<void> {
+/** The minute Redis's clock is in (Unix epoch minutes): the fixed minute window the script decides in. */
+export async function redisMinute(redisUrl: string): Promise<number> {
   const client = new Redis(redisUrl);
   try {
-    const [seconds, micros] = (await client.time()) as [string | number, string | number];
-    const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-    const toMinuteEnd = 60_000 - (nowMs % 60_000);
-    if (toMinuteEnd < marginMs) await new Promise((resolve) => setTimeout(resolve, toMinuteEnd + 50));
+    const [seconds] = (await client.time()) as [string | number, string | number];
+    return Math.floor(Number(seconds) / 60);
   } finally {
     client.disconnect();
   }
+}
+
+/**
+ * Runs `burst` with each of `keys` in turn until one run starts and ends in the same minute of Redis's clock
+ * (a fixed minute window that ends during a burst admits a second quota), and answers that run's result and
+ * key; throws when every run straddled a minute boundary. No waiting for the clock: a run that straddles one
+ * is simply made again with a fresh key.
+ */
+export async function withinOneMinute<T>(redisUrl: string, keys: readonly string[], burst: (key: string) => Promise<T>): Promise<{ key: string; result: T }> {
+  for (const key of keys) {
+    const before = await redisMinute(redisUrl);
+    const result = await burst(key);
+    if ((await redisMinute(redisUrl)) === before) return { key, result };
+  }
+  throw new Error(`every burst (${keys.length}) straddled a minute boundary`);
 }
