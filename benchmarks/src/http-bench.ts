@@ -61,11 +61,16 @@ const entry = fileURLToPath(new URL('./server-entry.ts', import.meta.url));
  * Starts one benchmark server in its own process (pinned to `cpu` when given); answers its port and the child,
  * which answers {@link serverStats} over IPC. `redisUrl` is needed by the `*-redis` servers only.
  */
-export function startServerProcess(name: ServerName, redisUrl: string | undefined, cpu: number | undefined): Promise<{ port: number; child: ChildProcess }> {
+export function startServerProcess(
+  name: ServerName,
+  redisUrl: string | undefined,
+  cpu: number | undefined,
+  keyCount = 1,
+): Promise<{ port: number; child: ChildProcess }> {
   const node = [process.execPath, '--import', 'tsx', entry];
   const [command, ...args] = cpu === undefined ? node : ['taskset', '-c', String(cpu), ...node];
   const child = spawn(command as string, args, {
-    env: { ...process.env, BENCH_SERVER: name, ...(redisUrl === undefined ? {} : { REDIS_URL: redisUrl }), NODE_ENV: 'production' },
+    env: { ...process.env, BENCH_SERVER: name, BENCH_KEYS: String(keyCount), ...(redisUrl === undefined ? {} : { REDIS_URL: redisUrl }), NODE_ENV: 'production' },
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   });
   return new Promise((resolve, reject) => {
@@ -115,7 +120,8 @@ export const median = (values: number[]) => {
 export async function runHttpBenchmark(options: HttpBenchOptions, log: (line: string) => void): Promise<{ rows: HttpRow[]; pinned: boolean }> {
   // BENCH_SERVERS=a,b narrows the run while working on one stack; the report needs all of them.
   const wanted = process.env['BENCH_SERVERS']?.split(',');
-  const selected = SERVER_NAMES.filter((name) => wanted === undefined || wanted.includes(name));
+  // The pipelined peer is a scale-out setup (Redis cost), not part of this table.
+  const selected = SERVER_NAMES.filter((name) => name !== 'fastify-peer-redis-pipelined' && (wanted === undefined || wanted.includes(name)));
   const pinned = pinSelf(1);
   const servers = new Map<ServerName, { port: number; child: ChildProcess }>();
   try {

@@ -1,9 +1,12 @@
 /**
  * Scale-out: K app processes sharing one Redis, ours (`fastify-petstore-redis`: minute + day windows and the
- * ban, one script call per request) against the peer (`fastify-peer-redis`: @fastify/rate-limit's Redis
- * store, one window, no ban). Each process gets its own autocannon load on its own port; the rounds visit
- * every setup in turn. Reported per setup: total req/s over the K processes, and Redis CPU per answered
- * request — the redis-server process's user + system time (`INFO cpu`) over the round ÷ the 200 answers.
+ * ban, checked and charged atomically by the consume script) against the peer (`fastify-peer-redis`:
+ * @fastify/rate-limit's Redis store, one window, no ban), and the peer with ioredis's `enableAutoPipelining`
+ * (`fastify-peer-redis-pipelined`, an option its users can set). With one hot API key (every request on one
+ * key) and with 1,000 keys (each connection cycles through them). Each process gets its own autocannon load
+ * on its own port; the rounds visit every setup in turn. Reported per setup: total req/s over the K
+ * processes, and Redis CPU per answered request — the redis-server process's user + system time
+ * (`INFO cpu`) over the round ÷ the 200 answers.
  *
  * Also the Redis cost of a banned key's flood: 10,000 requests of a banned key through the engine, counted at
  * the client, with the block cache on (the default) and off.
@@ -16,11 +19,13 @@ import { redisRateLimitStore } from '@petstore/storage-redis';
 import { startRedisServer } from '@petstore/storage-redis/testing';
 import { Redis } from 'ioredis';
 import { median, startServerProcess } from './http-bench.js';
-import { BENCH_KEY, type ServerName } from './servers.js';
+import { benchKeys, type ServerName } from './servers.js';
 
 export interface ScaleOutRow {
   instances: number;
   name: ServerName;
+  /** API keys the requests are spread over. */
+  keys: number;
   requestsPerSecond: number;
   redisCpuMicrosPerRequest: number;
   /** Every round's total req/s. */
@@ -41,7 +46,14 @@ export interface ScaleOutResult {
   settings: { rounds: number; durationSeconds: number; warmupSeconds: number; connections: number };
 }
 
-const SETUPS: ServerName[] = ['fastify-petstore-redis', 'fastify-peer-redis'];
+/** The setups, in the order of the report: one hot key, then 1,000 keys. */
+export const SCALE_OUT_SETUPS: readonly { name: ServerName; keys: number }[] = [
+  { name: 'fastify-petstore-redis', keys: 1 },
+  { name: 'fastify-peer-redis', keys: 1 },
+  { name: 'fastify-peer-redis-pipelined', keys: 1 },
+  { name: 'fastify-petstore-redis', keys: 1000 },
+  { name: 'fastify-peer-redis', keys: 1000 },
+];
 
 /** Redis's own CPU time so far, µs (user + system of the server process, from `INFO cpu`). */
 async function redisCpuMicros(client: Redis): Promise<number> {
@@ -50,16 +62,11 @@ async function redisCpuMicros(client: Redis): Promise<number> {
   return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
 }
 
-function load(ports: number[], seconds: number, connections: number): Promise<autocannon.Result[]> {
+function load(ports: number[], keys: number, seconds: number, connections: number): Promise<autocannon.Result[]> {
+  // Each connection sends the requests in turn, one key after another.
+  const requests = benchKeys(keys).map((key) => ({ method: 'GET' as const, path: '/v1/categories', headers: { authorization: `Bearer ${key}` } }));
   return Promise.all(
-    ports.map((port) =>
-      autocannon({
-        url: `http://127.0.0.1:${port}/v1/categories`,
-        headers: { authorization: `Bearer ${BENCH_KEY}` },
-        connections,
-        duration: seconds,
-      }),
-    ),
+    ports.map((port) => autocannon({ url: `http://127.0.0.1:${port}`, requests, connections, duration: seconds })),
   );
 }
 
@@ -98,42 +105,43 @@ export async function runScaleOutBenchmark(options: { quick: boolean }, log: (li
   const rows: ScaleOutRow[] = [];
   try {
     const samples = new Map<string, { rps: number[]; cpu: number[]; non2xx: number }>();
+    const sampleKey = (instances: number, setup: { name: ServerName; keys: number }) => `${instances}:${setup.name}:${setup.keys}`;
     for (let round = 1; round <= settings.rounds; round++) {
       for (const instances of instanceCounts) {
-        for (const name of SETUPS) {
+        for (const setup of SCALE_OUT_SETUPS) {
           const children: ChildProcess[] = [];
           try {
             const ports: number[] = [];
             for (let i = 0; i < instances; i++) {
-              const { port, child } = await startServerProcess(name, redis.url, undefined);
+              const { port, child } = await startServerProcess(setup.name, redis.url, undefined, setup.keys);
               children.push(child);
               ports.push(port);
             }
-            await load(ports, settings.warmupSeconds, settings.connections);
+            await load(ports, setup.keys, settings.warmupSeconds, settings.connections);
             const before = await redisCpuMicros(stats);
-            const results = await load(ports, settings.durationSeconds, settings.connections);
+            const results = await load(ports, setup.keys, settings.durationSeconds, settings.connections);
             const after = await redisCpuMicros(stats);
             const answers = results.reduce((sum, result) => sum + result['2xx'], 0);
             const rps = results.reduce((sum, result) => sum + result.requests.average, 0);
-            const key = `${instances}:${name}`;
-            const sample = samples.get(key) ?? { rps: [], cpu: [], non2xx: 0 };
+            const sample = samples.get(sampleKey(instances, setup)) ?? { rps: [], cpu: [], non2xx: 0 };
             sample.rps.push(rps);
             sample.cpu.push((after - before) / answers);
             sample.non2xx += results.reduce((sum, result) => sum + result.non2xx + result.errors + result.timeouts, 0);
-            samples.set(key, sample);
-            log(`scale-out round ${round}/${settings.rounds}, ${instances} × ${name}: ${Math.round(rps)} req/s, Redis ${((after - before) / answers).toFixed(1)} µs/req`);
+            samples.set(sampleKey(instances, setup), sample);
+            log(`scale-out round ${round}/${settings.rounds}, ${instances} × ${setup.name}, ${setup.keys} key(s): ${Math.round(rps)} req/s, Redis ${((after - before) / answers).toFixed(1)} µs/req`);
           } finally {
             for (const child of children) child.kill('SIGTERM');
           }
         }
       }
     }
-    for (const instances of instanceCounts) {
-      for (const name of SETUPS) {
-        const sample = samples.get(`${instances}:${name}`) as { rps: number[]; cpu: number[]; non2xx: number };
+    for (const setup of SCALE_OUT_SETUPS) {
+      for (const instances of instanceCounts) {
+        const sample = samples.get(sampleKey(instances, setup)) as { rps: number[]; cpu: number[]; non2xx: number };
         rows.push({
           instances,
-          name,
+          name: setup.name,
+          keys: setup.keys,
           requestsPerSecond: median(sample.rps),
           redisCpuMicrosPerRequest: median(sample.cpu),
           rounds: sample.rps.map(Math.round),

@@ -1,11 +1,12 @@
 /**
- * Runs one benchmark server in its own process: `BENCH_SERVER=<name> [REDIS_URL=…]`. Prints `READY <port>`.
+ * Runs one benchmark server in its own process: `BENCH_SERVER=<name> [REDIS_URL=…] [BENCH_KEYS=<count>]`.
+ * Prints `READY <port>`.
  */
-import { SERVER_NAMES, startServer, type ServerName } from './servers.js';
+import { SERVER_NAMES, benchKeys, startServer, type ServerName } from './servers.js';
 
 const name = process.env['BENCH_SERVER'] as ServerName;
 if (!SERVER_NAMES.includes(name)) throw new Error(`unknown BENCH_SERVER ${String(name)}`);
-const server = await startServer(name, process.env['REDIS_URL']);
+const server = await startServer(name, process.env['REDIS_URL'], benchKeys(Number(process.env['BENCH_KEYS'] ?? 1)));
 console.log(`READY ${server.port}`);
 // The benchmark asks over IPC for the Redis command count and this process's CPU time (µs).
 process.on('message', () => {
