@@ -13,7 +13,7 @@ import {
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { redisRateLimitStore, rateLimitRedisKey, type RedisRateLimitStoreOptions } from './rate-limit-store.js';
-import { closedPort, connect, monitorCommands, readRateLimitState, skipRedis, track, uniquePrefix, type StoredRateLimitState } from './test-support/redis.js';
+import { closedPort, connect, countCommands, monitorCommands, readRateLimitState, skipRedis, track, uniquePrefix, type StoredRateLimitState } from './test-support/redis.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const BAN: BanPolicy = { rejectedThreshold: 3, intervalMs: MINUTE_MS, durationMs: 10 * MINUTE_MS };
@@ -174,31 +174,14 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
 
   it('sends exactly one Redis command per consume made alone (counted with MONITOR)', async () => {
     const { client, store } = newStore();
-    await client.ping();
-    const info = String(await client.call('CLIENT', 'INFO'));
-    const address = /\baddr=(\S+)/.exec(info)?.[1];
-    expect(address).toBeDefined();
     const redisKey = store.redisKey('key:count');
-    const fromStore: string[] = [];
-    const insideScript: string[] = [];
-    const sentinel = `sentinel-${Math.random()}`;
-    let sawSentinel: () => void = () => {};
-    const sentinelSeen = new Promise<void>((resolve) => (sawSentinel = resolve));
-    await monitorCommands(({ source, args }) => {
-      const command = String(args[0]).toLowerCase();
-      if (source === address) fromStore.push(command);
-      // Other test files' scripts run on this server too: keep what touches this store's key (and TIME, which
-      // only this file's server-time stores call).
-      else if (source === 'lua' && (command === 'time' || args[1] === redisKey) && insideScript.length < 100) insideScript.push(command);
-      if (command === 'echo' && args[1] === sentinel) sawSentinel();
-    });
+    const seen = await watchCommands(client, [redisKey]);
     for (let i = 0; i < 5; i++) await store.consume('key:count', at(0, minuteAndDay(3, 100), BAN));
-    await connect().echo(sentinel);
-    await sentinelSeen;
+    await seen.settled();
     // The first call on a connection sends the script (EVAL); later calls send only its SHA1 (EVALSHA).
-    expect(fromStore).toEqual(['eval', 'evalsha', 'evalsha', 'evalsha', 'evalsha']);
+    expect(seen.fromClient.map(([command]) => command)).toEqual(['eval', 'evalsha', 'evalsha', 'evalsha', 'evalsha']);
     // Inside the script, each consume makes three calls: TIME, GET and one SET with the expiry.
-    expect(insideScript).toEqual(['time', 'get', 'set', 'time', 'get', 'set', 'time', 'get', 'set', 'time', 'get', 'set', 'time', 'get', 'set']);
+    expect(seen.insideScript.map(([command]) => command)).toEqual(['time', 'get', 'set', 'time', 'get', 'set', 'time', 'get', 'set', 'time', 'get', 'set', 'time', 'get', 'set']);
   });
 
   it('mirrors decideConsume exactly: results, stored state and expiry, over a random run', async () => {
@@ -299,31 +282,21 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
 
   it('sends one command for the consumes of one turn: one TIME, and one GET and one SET per key (counted with MONITOR)', async () => {
     const { client, store } = newStore();
-    await client.ping();
-    const address = /\baddr=(\S+)/.exec(String(await client.call('CLIENT', 'INFO')))?.[1];
-    expect(address).toBeDefined();
     const keys = ['key:one', 'key:two'].map((key) => store.redisKey(key));
-    const fromStore: string[] = [];
-    const insideScript: string[] = [];
-    const sentinel = `sentinel-${Math.random()}`;
-    let sawSentinel: () => void = () => {};
-    const sentinelSeen = new Promise<void>((resolve) => (sawSentinel = resolve));
-    await monitorCommands(({ source, args }) => {
-      const command = String(args[0]).toLowerCase();
-      if (source === address) fromStore.push(`${command} ${args[2]}`); // the number of keys
-      else if (source === 'lua' && (command === 'time' || keys.includes(String(args[1]))) && insideScript.length < 100) {
-        insideScript.push(command === 'time' ? 'time' : `${command} ${keys.indexOf(String(args[1]))}`);
-      }
-      if (command === 'echo' && args[1] === sentinel) sawSentinel();
-    });
+    const seen = await watchCommands(client, keys);
     const windows = minuteAndDay(3, 100);
     const results = await Promise.all(['key:one', 'key:two', 'key:one', 'key:one', 'key:one', 'key:two'].map((key) => store.consume(key, at(0, windows, BAN))));
     expect(results.map(outcome)).toEqual(['allowed', 'allowed', 'allowed', 'allowed', 'rate_limited', 'allowed']);
     expect(results.map((result) => used(result, 'minute'))).toEqual([1, 1, 2, 3, 3, 2]);
-    await connect().echo(sentinel);
-    await sentinelSeen;
-    expect(fromStore).toEqual(['eval 6']);
-    expect(insideScript).toEqual(['time', 'get 0', 'get 1', 'set 0', 'set 1']);
+    await seen.settled();
+    expect(seen.fromClient.map(([command, , numberOfKeys]) => `${command} ${numberOfKeys}`)).toEqual(['eval 6']);
+    expect(seen.insideScript.map(([command, key]) => (command === 'time' ? 'time' : `${command} ${keys.indexOf(key as string)}`))).toEqual([
+      'time',
+      'get 0',
+      'get 1',
+      'set 0',
+      'set 1',
+    ]);
   });
 
   it('holds at most 64 consumes in one command', async () => {
@@ -365,16 +338,36 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
   });
 });
 
-/** Counts the commands `client` sends to Redis from now on (every command goes through sendCommand). */
-async function countCommands(client: Redis): Promise<{ readonly count: number }> {
-  await client.ping(); // connected: the connection's own commands (ready check) are not counted
-  const counter = { count: 0 };
-  const sendCommand = client.sendCommand.bind(client);
-  client.sendCommand = ((...args: Parameters<typeof sendCommand>) => {
-    counter.count += 1;
-    return sendCommand(...args);
-  }) as typeof client.sendCommand;
-  return counter;
+/**
+ * What Redis runs from now on, seen with MONITOR: the commands `client` sends (name in lower case, then its
+ * arguments), and the calls scripts make on `keys` or to TIME (other test files' scripts run on this server
+ * too; TIME only this file's server-time stores call). `settled()` waits until MONITOR has shown everything
+ * sent before it.
+ */
+async function watchCommands(client: Redis, keys: string[]) {
+  await client.ping();
+  const address = /\baddr=(\S+)/.exec(String(await client.call('CLIENT', 'INFO')))?.[1];
+  expect(address).toBeDefined();
+  const fromClient: string[][] = [];
+  const insideScript: string[][] = [];
+  const sentinel = `sentinel-${Math.random()}`;
+  let sawSentinel: () => void = () => {};
+  const sentinelSeen = new Promise<void>((resolve) => (sawSentinel = resolve));
+  await monitorCommands(({ source, args }) => {
+    const call = [String(args[0]).toLowerCase(), ...args.slice(1)];
+    const [command, first] = call;
+    if (source === address) fromClient.push(call);
+    else if (source === 'lua' && (command === 'time' || keys.includes(first as string)) && insideScript.length < 100) insideScript.push(call);
+    if (command === 'echo' && first === sentinel) sawSentinel();
+  });
+  return {
+    fromClient,
+    insideScript,
+    async settled() {
+      await connect().echo(sentinel);
+      await sentinelSeen;
+    },
+  };
 }
 
 describe.skipIf(skipRedis)('redisRateLimitStore block cache', () => {

@@ -95,6 +95,21 @@ export function connectCluster(options: ClusterOptions = {}): Cluster {
   return track(client);
 }
 
+/**
+ * Counts the commands `client` sends from now on, at the client (every command goes through `sendCommand`;
+ * a `Cluster` counts each command once, before it is routed).
+ */
+export async function countCommands(client: Redis | Cluster): Promise<{ readonly count: number }> {
+  await client.ping(); // connected: the connection's own commands (ready check) are not counted
+  const counter = { count: 0 };
+  const sendCommand = client.sendCommand.bind(client) as (...args: unknown[]) => unknown;
+  (client as { sendCommand: (...args: unknown[]) => unknown }).sendCommand = (...args) => {
+    counter.count += 1;
+    return sendCommand(...args);
+  };
+  return counter;
+}
+
 /** Closes `client` after the current test. */
 export function track<Client extends Redis | Cluster>(client: Client): Client {
   openClients.add(client);

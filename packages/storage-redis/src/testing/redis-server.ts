@@ -128,16 +128,24 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   };
 }
 
-// Temporary directories to remove when the process exits. Process-wide on purpose: one 'exit' listener for
-// every server this process starts, instead of one each (Node warns past 10 listeners).
+// Servers to stop and temporary directories to remove when this process exits. Process-wide on purpose: one
+// 'exit' listener for every server this process starts, instead of one each (Node warns past 10 listeners, and
+// a test run starts a dozen: servers, cluster nodes, Valkey).
 const directoriesToRemove = new Set<string>();
+const serversToStop = new Set<ChildProcess>();
+let exitListener = false;
+
+function atExit(): void {
+  if (exitListener) return;
+  exitListener = true;
+  process.once('exit', () => {
+    for (const child of serversToStop) child.kill('SIGTERM');
+    for (const entry of directoriesToRemove) rmSync(entry, { recursive: true, force: true });
+  });
+}
 
 function removeAtExit(dir: string): void {
-  if (directoriesToRemove.size === 0) {
-    process.once('exit', () => {
-      for (const entry of directoriesToRemove) rmSync(entry, { recursive: true, force: true });
-    });
-  }
+  atExit();
   directoriesToRemove.add(dir);
 }
 
@@ -159,9 +167,9 @@ async function launch(binary: string, args: string[], port: number, startTimeout
   child.once('error', (error) => {
     exit ??= { code: null, signal: null, error };
   });
-  const onParentExit = () => child.kill('SIGTERM');
-  process.once('exit', onParentExit);
-  child.once('exit', () => process.removeListener('exit', onParentExit));
+  atExit();
+  serversToStop.add(child);
+  child.once('exit', () => serversToStop.delete(child));
 
   const deadline = Date.now() + startTimeoutMs;
   while (!(await ping(port))) {
