@@ -44,32 +44,29 @@ export default async function setup({ provide }: TestProject): Promise<() => Pro
       throw found.reason;
     }
   }
-  const server = (redis as PromiseFulfilledResult<Awaited<ReturnType<typeof resolveTestRedis>>>).value;
-  const nodes = (cluster as PromiseFulfilledResult<Awaited<ReturnType<typeof resolveTestRedisCluster>>>).value;
-  if ('skipReason' in server) {
-    console.warn(`[@petstore/storage-redis] Redis tests skipped: ${server.skipReason}`);
-    provide('redisUrl', null);
-    provide('redisSkipReason', server.skipReason);
-  } else {
-    provide('redisUrl', server.url);
-    provide('redisSkipReason', null);
-  }
-  if ('skipReason' in nodes) {
-    console.warn(`[@petstore/storage-redis] Redis Cluster tests skipped: ${nodes.skipReason}`);
-    provide('redisCluster', null);
-    provide('redisClusterSkipReason', nodes.skipReason);
-  } else {
-    provide('redisCluster', nodes.nodes);
-    provide('redisClusterSkipReason', null);
-  }
-  const valkeyServer = (valkey as PromiseFulfilledResult<Awaited<ReturnType<typeof resolveTestRedis>>>).value;
-  if ('skipReason' in valkeyServer) {
-    console.warn(`[@petstore/storage-redis] Valkey tests skipped: ${valkeyServer.skipReason}`);
-    provide('valkeyUrl', null);
-    provide('valkeySkipReason', valkeyServer.skipReason);
-  } else {
-    provide('valkeyUrl', valkeyServer.url);
-    provide('valkeySkipReason', null);
-  }
+  /** Hands one found server to the tests through `give`, or `null` and why its tests are skipped. */
+  const offer = <T>(
+    label: string,
+    found: PromiseSettledResult<T | { skipReason: string }>,
+    give: (value: T | null, skipReason: string | null) => void,
+  ): void => {
+    const value = (found as PromiseFulfilledResult<T | { skipReason: string }>).value;
+    if (typeof value === 'object' && value !== null && 'skipReason' in value) {
+      console.warn(`[@petstore/storage-redis] ${label} tests skipped: ${value.skipReason}`);
+      give(null, value.skipReason);
+    } else give(value as T, null);
+  };
+  offer('Redis', redis, (server, reason) => {
+    provide('redisUrl', server?.url ?? null);
+    provide('redisSkipReason', reason);
+  });
+  offer('Redis Cluster', cluster, (found, reason) => {
+    provide('redisCluster', found?.nodes ?? null);
+    provide('redisClusterSkipReason', reason);
+  });
+  offer('Valkey', valkey, (server, reason) => {
+    provide('valkeyUrl', server?.url ?? null);
+    provide('valkeySkipReason', reason);
+  });
   return stopAll;
 }
