@@ -24,7 +24,7 @@ export interface MemoryBenchResult {
   flood: { maxKeys: number; inserted: number; sizeAfter: number; heapBytesPerKeyAtMax: number };
 }
 
-/** The free plan's windows (SPEC §8): one request per key never comes near them. */
+/** The free plan's windows (docs/http-api.md, "Plans"): one request per key never comes near them. */
 const WINDOWS: readonly RateLimitWindow[] = [
   { name: 'minute', limit: 60, windowMs: MINUTE_MS },
   { name: 'day', limit: 1000, windowMs: DAY_MS },

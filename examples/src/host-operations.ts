@@ -1,6 +1,6 @@
 /**
  * The example host's own pets and store-order operations. The spec shows only that these operations exist
- * (SPEC §1), so the host supplies them; the library wraps them with auth, rate limits, headers, errors,
+ * (docs/http-api.md, "Host operations"), so the host supplies them; the library wraps them with auth, rate limits, headers, errors,
  * deprecation and their entries in the OpenAPI description.
  */
 import { PetstoreError, type HostOperationHandler, type HostOperationId } from '@petstore/core';

@@ -1,5 +1,5 @@
 /**
- * The HTTP contract of the petstore API (SPEC §1, §4–§9): the category operations, the host operations
+ * The HTTP contract of the petstore API (docs/http-api.md): the category operations, the host operations
  * (getPetById, deprecated; listStoreOrders, beta), `/openapi.json`, and a host route behind the adapter's
  * guard — one list of cases, run against every server implementation of `servers.ts` over real sockets.
  * Call it inside a `describe` block.
@@ -61,7 +61,7 @@ function linksOf(answer: Answer): Map<string, string> {
 }
 
 /**
- * Asserts the deprecation headers of getPetById (SPEC §9): `Deprecation: @<unix-seconds>` (RFC 9745),
+ * Asserts the deprecation headers of getPetById (docs/http-api.md, "Deprecation, sunset and stability"): `Deprecation: @<unix-seconds>` (RFC 9745),
  * `Sunset: <IMF-fixdate>` (RFC 8594), and `Link` with rel="deprecation" and rel="sunset".
  */
 function expectPetDeprecationHeaders(answer: Answer): void {
@@ -98,7 +98,7 @@ export function defineContractCases(impl: ServerImpl): void {
     return jsonOf(answer) as CategoryJson[];
   };
 
-  // ---- listCategories (SPEC §4.1) and the rate-limit headers (SPEC §8) ----
+  // ---- listCategories and the rate-limit headers ----
 
   it('GET /v1/categories answers 200 with a JSON array, the rate-limit headers, and remaining falling by one', async () => {
     const remaining: number[] = [];
@@ -122,7 +122,7 @@ export function defineContractCases(impl: ServerImpl): void {
     expect(answer.text).toBe('');
   });
 
-  // ---- createCategory (SPEC §4.2) ----
+  // ---- createCategory ----
 
   it('POST /v1/categories creates: 201 {id, name}, description only when sent, then GET lists them', async () => {
     const plain = await call(server, '/v1/categories', {
@@ -167,7 +167,7 @@ export function defineContractCases(impl: ServerImpl): void {
     expect(jsonOf(answer)).toMatchObject({ name });
   });
 
-  // ---- authentication (SPEC §5) ----
+  // ---- authentication ----
 
   it('without Authorization answers 401 unauthorized with WWW-Authenticate: Bearer realm="petstore"', async () => {
     const answer = await call(server, '/v1/categories');
@@ -216,7 +216,7 @@ export function defineContractCases(impl: ServerImpl): void {
     expect(after.map((category) => category.name)).not.toContain('Sneaky');
   });
 
-  // ---- request bodies of createCategory (SPEC §4.2 rule 1, SPEC §7) ----
+  // ---- request bodies of createCategory ----
 
   const badBodies: Array<{
     label: string;
@@ -331,7 +331,7 @@ export function defineContractCases(impl: ServerImpl): void {
     expect(answer.headers.get('allow')).toBe('GET, HEAD, POST');
   });
 
-  // ---- host operations (SPEC §1): getPetById (deprecated, SPEC §9) and listStoreOrders (beta) ----
+  // ---- host operations: getPetById (deprecated) and listStoreOrders (beta) ----
 
   it('GET /v1/pets/7 answers 200 with the handler\'s body, Deprecation, Sunset, Link and the rate-limit headers', async () => {
     const callsBefore = server.hostCalls.length;
@@ -478,7 +478,7 @@ export function defineContractCases(impl: ServerImpl): void {
     );
   });
 
-  // ---- the OpenAPI description (SPEC §1, §9) ----
+  // ---- the OpenAPI description ----
 
   it('GET /v1/openapi.json without a key answers 200 with the OpenAPI 3.0.3 description and the anonymous rate-limit headers', async () => {
     const answer = await call(server, '/v1/openapi.json');
@@ -524,7 +524,7 @@ export function defineContractCases(impl: ServerImpl): void {
     });
   });
 
-  // ---- rate limits (SPEC §8) ----
+  // ---- rate limits ----
 
   it('answers the 6th request of the minute 429 with Retry-After; the rejection does not burn the day quota', async () => {
     await withOwnServer(async (own) => {

@@ -1,6 +1,6 @@
 /**
  * The client side of the contract suite: requests with the global `fetch` over a real socket, and the
- * assertions every answer of the API must satisfy (SPEC §2 Error body, SPEC §8 rate-limit headers).
+ * assertions every answer of the API must satisfy (docs/http-api.md: the Error body, the rate-limit headers).
  */
 import { expect } from 'vitest';
 import type { RunningServer } from './servers.js';
@@ -59,7 +59,7 @@ export function intHeader(answer: Answer, name: string): number {
 }
 
 /**
- * Asserts the three X-RateLimit-* headers (SPEC §8): whole numbers, remaining ≤ limit, and a reset in Unix
+ * Asserts the three X-RateLimit-* headers (docs/http-api.md, "Headers"): whole numbers, remaining ≤ limit, and a reset in Unix
  * seconds after the server's `now` (its fake clock) and no later than a day after it.
  * @returns the three values.
  */

@@ -71,7 +71,7 @@ export const REPORTS_ACCOUNT_ID = 'contract-account-reports';
 
 /** The custom limits of {@link API_KEYS.limits}. */
 export const SMALL_LIMITS = { requestsPerMinute: 5, requestsPerDay: 8 } as const;
-/** The anonymous limits the core applies per client address by default (SPEC §8 leaves them open). */
+/** The anonymous limits the core applies per client address by default (docs/http-api.md, "Anonymous callers"). */
 export const ANONYMOUS_LIMITS = { requestsPerMinute: 30, requestsPerDay: 500 } as const;
 
 const BIG_LIMITS = { requestsPerMinute: 100_000, requestsPerDay: 1_000_000 };
@@ -98,7 +98,7 @@ const DAY_MS = 86_400_000;
 const wholeSecondMs = (ms: number) => Math.floor(ms / 1000) * 1000;
 
 /**
- * How every server deprecates `getPetById` (SPEC §9): deprecated 30 days before the clock start, sunset 7
+ * How every server deprecates `getPetById` (docs/http-api.md, "Deprecation, sunset and stability"): deprecated 30 days before the clock start, sunset 7
  * days after it (both on whole seconds, so `Deprecation: @<seconds>` is exactly `deprecatedAtMs / 1000`),
  * with documentation and sunset links.
  */
@@ -109,7 +109,7 @@ export const PET_DEPRECATION = {
   sunsetUrl: 'https://petstore.example/docs/sunsets#get-pet-by-id',
 } as const satisfies DeprecationPolicy;
 
-/** The stability markers every server configures (SPEC §9). */
+/** The stability markers every server configures (docs/http-api.md, "Deprecation, sunset and stability"). */
 export const STABILITY = { listStoreOrders: 'beta' } as const;
 
 /**

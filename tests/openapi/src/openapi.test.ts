@@ -1,5 +1,5 @@
 /**
- * The OpenAPI description as a user meets it: served by the real example server (SPEC §1: OpenAPI 3.0.3,
+ * The OpenAPI description as a user meets it: served by the real example server (docs/http-api.md: OpenAPI 3.0.3,
  * version 1.0.0), valid by an independent validator, good enough for a code generator, and the generated
  * types good enough to call the running server with.
  *

@@ -4,14 +4,14 @@
  * compiling it against the generated types checks that the two agree.
  */
 
-/** A Category as the API returns it (SPEC §2). */
+/** A Category as the API returns it (docs/http-api.md, "Bodies and schemas"). */
 export interface CategoryShape {
   id: number;
   name: string;
   description?: string;
 }
 
-/** The Error body (SPEC §2). */
+/** The Error body (docs/http-api.md, "Bodies and schemas"). */
 export interface ErrorShape {
   code: string;
   message: string;
