@@ -1,0 +1,43 @@
+/**
+ * The core's storage conformance suites, run against both PostgreSQL stores on a real server; each case gets a
+ * freshly migrated schema of its own.
+ */
+import { runCategoryStoreConformance, runRateLimitStoreConformance } from '@petstore/core/testing';
+import { describe, it } from 'vitest';
+import { postgresCategoryStore } from './category-store.js';
+import { postgresRateLimitStore } from './rate-limit-store.js';
+import { migratedSchema, skipPostgres } from './test-support/postgres.js';
+
+const test = { describe: describe.skipIf(skipPostgres), it };
+
+runRateLimitStoreConformance(test, {
+  name: 'postgresRateLimitStore conformance',
+  async createStore() {
+    const { pool, schema } = await migratedSchema('rl');
+    const table = `"${schema}".petstore_rate_limits`;
+    return {
+      store: postgresRateLimitStore({ pool, schema, time: 'request' }),
+      async remainingTtlMs(key) {
+        const { rows } = await pool.query<{ ms: string | null }>(
+          `SELECT (expires_at_ms - floor(extract(epoch FROM clock_timestamp()) * 1000))::text AS ms FROM ${table} WHERE key = $1`,
+          [key],
+        );
+        if (rows.length === 0) return undefined;
+        return rows[0]?.ms === null ? Number.POSITIVE_INFINITY : Number(rows[0]?.ms);
+      },
+      async dropTtl(key) {
+        await pool.query(`UPDATE ${table} SET expires_at_ms = NULL WHERE key = $1`, [key]);
+      },
+    };
+  },
+});
+
+runCategoryStoreConformance(test, {
+  name: 'postgresCategoryStore conformance',
+  // No maxCategories: the table is bounded by the database's own means.
+  capabilities: { capacity: false },
+  async createStore() {
+    const { pool, schema } = await migratedSchema('cat');
+    return { store: postgresCategoryStore({ pool, schema }) };
+  },
+});

@@ -1,0 +1,38 @@
+/**
+ * What the PostgreSQL tests share: the server's URL from the global setup, pools closed after each file, and a
+ * fresh schema per case (migrated), so cases never see each other's rows.
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, inject } from 'vitest';
+import { migratePostgres } from '../schema.js';
+
+export const postgresUrl = inject('postgresUrl');
+/** True when there is no PostgreSQL for this run (the reason was printed by the global setup). */
+export const skipPostgres = postgresUrl === null;
+
+const pools = new Set<pg.Pool>();
+afterAll(async () => {
+  await Promise.all([...pools].map((pool) => pool.end()));
+});
+
+/** A pool on the test server, ended after the file; connection errors of idle clients are ignored. */
+export function connectPool(config: pg.PoolConfig = {}): pg.Pool {
+  const pool = new pg.Pool({ connectionString: postgresUrl ?? undefined, max: 20, ...config });
+  pool.on('error', () => undefined);
+  pools.add(pool);
+  return pool;
+}
+
+/** A new schema name, unique to this run and case. */
+export function uniqueSchema(label = 'case'): string {
+  return `${label}_${randomBytes(6).toString('hex')}`;
+}
+
+/** A pool and a freshly migrated schema of its own. */
+export async function migratedSchema(label?: string): Promise<{ pool: pg.Pool; schema: string }> {
+  const pool = connectPool();
+  const schema = uniqueSchema(label);
+  await migratePostgres({ pool, schema });
+  return { pool, schema };
+}
