@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseApiKeys, readConfig, startupBanner } from './config.js';
+import { describeStorage, parseApiKeys, readConfig, startupBanner } from './config.js';
 
 describe('example configuration', () => {
   it('defaults to 127.0.0.1:3000 and creates a free demo key when PETSTORE_API_KEYS is unset', () => {
@@ -9,6 +9,26 @@ describe('example configuration', () => {
     expect(config.demoKey).toMatch(/^demo_[A-Za-z0-9_-]{24}$/);
     expect(config.apiKeys).toEqual([{ key: config.demoKey, plan: 'free', accountId: 'demo' }]);
     expect(readConfig({}).demoKey).not.toBe(config.demoKey);
+  });
+
+  it('reads the storage URLs and the failure policy (PETSTORE_STORE_FAILURE, or its older name PETSTORE_REDIS_FAILURE)', () => {
+    const config = readConfig({ PETSTORE_DATABASE_URL: ' postgres://app:pw@db/petstore ', PETSTORE_STORE_FAILURE: 'open' });
+    expect(config).toMatchObject({ databaseUrl: 'postgres://app:pw@db/petstore', redisUrl: undefined, storeFailure: 'fail-open' });
+    expect(readConfig({}).storeFailure).toBe('fail-closed');
+    expect(readConfig({ PETSTORE_REDIS_FAILURE: 'open' }).storeFailure).toBe('fail-open');
+    expect(readConfig({ PETSTORE_STORE_FAILURE: 'closed', PETSTORE_REDIS_FAILURE: 'open' }).storeFailure).toBe('fail-closed');
+    expect(() => readConfig({ PETSTORE_STORE_FAILURE: 'maybe' })).toThrow('PETSTORE_STORE_FAILURE must be "closed" or "open"');
+    expect(() => readConfig({ PETSTORE_REDIS_FAILURE: 'maybe' })).toThrow('PETSTORE_REDIS_FAILURE must be');
+  });
+
+  it('says where the data lives, without passwords', () => {
+    expect(describeStorage({ databaseUrl: undefined, redisUrl: undefined })).toBe('memory storage');
+    expect(describeStorage({ databaseUrl: 'postgres://app:s3cret@db:5432/petstore', redisUrl: undefined })).toBe(
+      'PostgreSQL storage (postgres://app:***@db:5432/petstore)',
+    );
+    expect(describeStorage({ databaseUrl: 'postgres://db/petstore', redisUrl: 'redis://:s3cret@cache:6379' })).toBe(
+      'PostgreSQL storage for categories (postgres://db/petstore), Redis storage for rate limits (redis://:***@cache:6379)',
+    );
   });
 
   it('reads key:plan pairs and enterprise custom limits', () => {

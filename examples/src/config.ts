@@ -5,10 +5,13 @@
  * - `PETSTORE_API_KEYS`: comma-separated `key:plan` pairs, plan one of free, pro, business, enterprise;
  *   an enterprise key may carry its custom limits as `key:enterprise:<perMinute>:<perDay>`.
  *   Without it, a random demo key on the free plan is created and printed.
- * - `PETSTORE_REDIS_URL`: when set (e.g. `redis://127.0.0.1:6379`), categories and rate limits live in Redis,
- *   shared by every instance; otherwise in this process's memory.
- * - `PETSTORE_REDIS_FAILURE`: `closed` (default: 503 while Redis is unreachable) or `open` (requests proceed,
- *   limited per process).
+ * - `PETSTORE_DATABASE_URL`: when set (e.g. `postgres://user:pass@127.0.0.1:5432/petstore`), categories live in
+ *   PostgreSQL, and so do rate limits unless `PETSTORE_REDIS_URL` is set too; the tables are created at start-up.
+ * - `PETSTORE_REDIS_URL`: when set (e.g. `redis://127.0.0.1:6379`), rate limits live in Redis, and so do
+ *   categories unless `PETSTORE_DATABASE_URL` is set too. Neither set: this process's memory.
+ * - `PETSTORE_STORE_FAILURE` (or its older name `PETSTORE_REDIS_FAILURE`): while the rate-limit store (Redis or
+ *   PostgreSQL) is unreachable, `closed` (default) answers 503 with `Retry-After`, `open` lets requests proceed,
+ *   limited per process.
  * - `PETSTORE_STANDARD_HEADERS=1`: also send the draft-standard `RateLimit` / `RateLimit-Policy` headers.
  */
 import { randomBytes } from 'node:crypto';
@@ -20,10 +23,12 @@ export interface ExampleConfig {
   apiKeys: StaticApiKey[];
   /** The generated demo key, when `PETSTORE_API_KEYS` was not set. */
   demoKey: string | undefined;
-  /** Redis URL for shared storage, or `undefined` for memory storage. */
+  /** PostgreSQL URL for categories (and rate limits without Redis), or `undefined`. */
+  databaseUrl: string | undefined;
+  /** Redis URL for rate limits (and categories without PostgreSQL), or `undefined`. */
   redisUrl: string | undefined;
-  /** Policy while Redis is unreachable. */
-  redisFailure: 'fail-closed' | 'fail-open';
+  /** Policy while the rate-limit store is unreachable. */
+  storeFailure: 'fail-closed' | 'fail-open';
   /** Send the draft-standard RateLimit headers too. */
   standardHeaders: boolean;
 }
@@ -36,14 +41,17 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig 
   const port = env['PORT'] === undefined || env['PORT'] === '' ? 3000 : Number(env['PORT']);
   if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new Error('PORT must be a port number (0-65535)');
   const host = env['HOST'] || '127.0.0.1';
+  const databaseUrl = env['PETSTORE_DATABASE_URL']?.trim() || undefined;
   const redisUrl = env['PETSTORE_REDIS_URL']?.trim() || undefined;
-  const failure = env['PETSTORE_REDIS_FAILURE']?.trim() || 'closed';
-  if (failure !== 'closed' && failure !== 'open') throw new Error('PETSTORE_REDIS_FAILURE must be "closed" or "open"');
+  const failureVariable = env['PETSTORE_STORE_FAILURE'] !== undefined ? 'PETSTORE_STORE_FAILURE' : 'PETSTORE_REDIS_FAILURE';
+  const failure = env[failureVariable]?.trim() || 'closed';
+  if (failure !== 'closed' && failure !== 'open') throw new Error(`${failureVariable} must be "closed" or "open"`);
   const common = {
     port,
     host,
+    databaseUrl,
     redisUrl,
-    redisFailure: failure === 'open' ? ('fail-open' as const) : ('fail-closed' as const),
+    storeFailure: failure === 'open' ? ('fail-open' as const) : ('fail-closed' as const),
     standardHeaders: env['PETSTORE_STANDARD_HEADERS'] === '1',
   };
   const keysText = env['PETSTORE_API_KEYS']?.trim();
@@ -76,7 +84,7 @@ export function parseApiKeys(text: string): StaticApiKey[] {
 
 /** What a server prints once listening: where, and for a demo key a ready-to-paste curl line. */
 export function startupBanner(config: ExampleConfig, url: string, framework: string): string {
-  const storage = config.redisUrl === undefined ? 'memory storage' : `Redis storage (${redactUrl(config.redisUrl)})`;
+  const storage = describeStorage(config);
   const lines = [`petstore categories API (${framework}, ${storage}) listening on ${url}/v1`];
   if (config.demoKey !== undefined) {
     lines.push(
@@ -90,13 +98,24 @@ export function startupBanner(config: ExampleConfig, url: string, framework: str
   } else {
     lines.push(`${config.apiKeys.length} API key(s) loaded from PETSTORE_API_KEYS.`);
   }
-  if (config.redisUrl !== undefined && config.demoKey !== undefined) {
+  if ((config.redisUrl !== undefined || config.databaseUrl !== undefined) && config.demoKey !== undefined) {
     lines.push('Several instances share quotas only for shared keys: set the same PETSTORE_API_KEYS on each.');
   }
   return lines.join('\n');
 }
 
-/** A Redis URL without its password, for printing. */
+/** Where categories and rate limits live, for the start-up line; URLs without their passwords. */
+export function describeStorage(config: Pick<ExampleConfig, 'databaseUrl' | 'redisUrl'>): string {
+  const { databaseUrl, redisUrl } = config;
+  if (databaseUrl !== undefined && redisUrl !== undefined) {
+    return `PostgreSQL storage for categories (${redactUrl(databaseUrl)}), Redis storage for rate limits (${redactUrl(redisUrl)})`;
+  }
+  if (databaseUrl !== undefined) return `PostgreSQL storage (${redactUrl(databaseUrl)})`;
+  if (redisUrl !== undefined) return `Redis storage (${redactUrl(redisUrl)})`;
+  return 'memory storage';
+}
+
+/** A Redis or PostgreSQL URL without its password, for printing. */
 export function redactUrl(url: string): string {
   try {
     const parsed = new URL(url);

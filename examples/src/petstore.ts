@@ -1,7 +1,9 @@
-import { createPetstore, staticApiKeys, type Petstore, type StoreFailurePolicy } from '@petstore/core';
+import { createPetstore, staticApiKeys, type CategoryStore, type Petstore, type RateLimitStore, type StoreFailurePolicy } from '@petstore/core';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
+import { migratePostgres, postgresCategoryStore, postgresRateLimitStore } from '@petstore/storage-postgres';
 import { redisCategoryStore, redisRateLimitStore } from '@petstore/storage-redis';
 import { Redis } from 'ioredis';
+import pg from 'pg';
 import type { ExampleConfig } from './config.js';
 import { exampleHandlers } from './host-operations.js';
 
@@ -26,17 +28,25 @@ export interface ExamplePetstore {
 }
 
 /**
- * The API on memory storage, or on Redis when `config.redisUrl` is set.
+ * The API on memory storage, or on PostgreSQL and/or Redis when their URLs are set.
  *
  * Memory: anonymous callers get their own rate-limit store (the default), so a flood of client addresses cannot
  * evict the counters of real API keys.
  *
- * Redis: one client shared by both stores. `enableOfflineQueue: false` makes commands fail at once while
- * Redis is unreachable instead of queueing (a queued create could run long after its request got a 503);
- * ioredis reconnects by itself with backoff. Reset times come from Redis's clock.
+ * PostgreSQL (`config.databaseUrl`): one pg pool for both stores; categories live there, and rate limits too
+ * unless Redis is configured. The tables are created (or brought up to date) by `migratePostgres` before the
+ * server listens. The pool's `'error'` listener keeps a dropped idle connection from ending the process; the
+ * pool opens new connections by itself.
+ *
+ * Redis (`config.redisUrl`): one ioredis client; rate limits live there, and categories too unless PostgreSQL is
+ * configured. `enableOfflineQueue: false` makes commands fail at once while Redis is unreachable instead of
+ * queueing (a queued create could run long after its request got a 503); ioredis reconnects by itself with
+ * backoff.
+ *
+ * Reset times come from the rate-limit store's clock (Redis's or PostgreSQL's).
  */
 export async function examplePetstore(config: ExampleConfig): Promise<ExamplePetstore> {
-  if (config.redisUrl === undefined) {
+  if (config.redisUrl === undefined && config.databaseUrl === undefined) {
     return {
       petstore: createPetstore({
         ...hostOptions,
@@ -49,11 +59,38 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
       close: async () => undefined,
     };
   }
-  const client = new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true });
-  client.on('error', () => undefined); // reported per request through the failure policy instead
-  await client.connect();
+  const closers: Array<() => Promise<void>> = [];
+  const close = async () => {
+    await Promise.all(closers.map((closeOne) => closeOne()));
+  };
+  let categories: CategoryStore | undefined;
+  let store: RateLimitStore | undefined;
+  try {
+    if (config.databaseUrl !== undefined) {
+      const pool = new pg.Pool({ connectionString: config.databaseUrl, max: 10 });
+      pool.on('error', () => undefined); // a dropped idle connection; requests report failures through the policy
+      closers.push(() => pool.end());
+      await migratePostgres({ pool });
+      categories = postgresCategoryStore({ pool, timeoutMs: 500 });
+      store = postgresRateLimitStore({ pool, timeoutMs: 500 });
+    }
+    if (config.redisUrl !== undefined) {
+      const client = new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true });
+      client.on('error', () => undefined); // reported per request through the failure policy instead
+      closers.push(async () => {
+        await client.quit().catch(() => client.disconnect());
+      });
+      await client.connect();
+      categories ??= redisCategoryStore({ client, timeoutMs: 500 });
+      store = redisRateLimitStore({ client, timeoutMs: 500 });
+    }
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  const storeName = config.redisUrl !== undefined ? 'Redis' : 'PostgreSQL';
   const onStoreFailure: StoreFailurePolicy =
-    config.redisFailure === 'fail-open'
+    config.storeFailure === 'fail-open'
       ? { mode: 'fail-open', insuranceStore: memoryRateLimitStore({ maxKeys: 100_000 }) }
       : { mode: 'fail-closed', retryAfterSeconds: 5 };
   let lastReport = 0;
@@ -61,21 +98,19 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
     petstore: createPetstore({
       ...hostOptions,
       apiKeys: staticApiKeys(config.apiKeys),
-      categories: redisCategoryStore({ client, timeoutMs: 500 }),
+      categories: categories as CategoryStore,
       rateLimit: {
-        store: redisRateLimitStore({ client, timeoutMs: 500 }),
+        store: store as RateLimitStore,
         onStoreFailure,
         standardHeaders: config.standardHeaders,
         onStoreError: (error) => {
-          // At most one line every 10 s while Redis is away.
+          // At most one line every 10 s while the store is away.
           if (Date.now() - lastReport < 10_000) return;
           lastReport = Date.now();
-          console.error(`[petstore] Redis unavailable (${config.redisFailure}):`, (error as Error).message);
+          console.error(`[petstore] ${storeName} unavailable (${config.storeFailure}):`, (error as Error).message);
         },
       },
     }),
-    close: async () => {
-      await client.quit().catch(() => client.disconnect());
-    },
+    close,
   };
 }

@@ -1,6 +1,6 @@
 import { PetstoreError, type Category, type CategoryStore, type NewCategory } from '@petstore/core';
 import type { Pool } from 'pg';
-import { assertPool, assertTimeoutMs, DEFAULT_TIMEOUT_MS, runStatement } from './postgres-call.js';
+import { assertPool, assertWhole, DEFAULT_TIMEOUT_MS, runStatement } from './postgres-call.js';
 import { storeNames } from './schema.js';
 
 /** Options of {@link postgresCategoryStore}. */
@@ -51,7 +51,7 @@ const SEQUENCE_EXHAUSTED = '2200H';
 export function postgresCategoryStore(options: PostgresCategoryStoreOptions): CategoryStore {
   const { pool, timeoutMs = DEFAULT_TIMEOUT_MS } = options;
   assertPool(pool);
-  assertTimeoutMs(timeoutMs);
+  assertWhole(timeoutMs, 'timeoutMs', 1);
   const table = storeNames({ schema: options.schema, categoriesTable: options.table }).categories;
   // `c.id`: the column, not the text alias (which would sort "10" before "9").
   const listSql = `SELECT c.id::text AS id, c.name, c.description FROM ${table} AS c ORDER BY c.id`;

@@ -34,11 +34,12 @@ export class PostgresTimeoutError extends Error {
   }
 }
 
-/** Checks a `timeoutMs` option: a whole number of ms ≥ 1. */
-export function assertTimeoutMs(timeoutMs: number): void {
-  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
-    throw new TypeError(`timeoutMs must be a whole number of milliseconds >= 1, got ${String(timeoutMs)}`);
-  }
+/**
+ * Checks a whole number option or argument (`timeoutMs`, a window's `limit`, …).
+ * @throws TypeError when `value` is not a safe integer ≥ `min`.
+ */
+export function assertWhole(value: number, what: string, min: number): void {
+  if (!Number.isSafeInteger(value) || value < min) throw new TypeError(`${what} must be a whole number >= ${min}, got ${String(value)}`);
 }
 
 /** Checks the `pool` option: something with node-postgres's `query(config)`. */

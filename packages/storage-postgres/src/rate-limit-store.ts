@@ -1,6 +1,6 @@
 import { windowStartMs, type ConsumeRequest, type ConsumeResult, type RateLimitStore, type WindowUsage } from '@petstore/core';
 import type { Pool } from 'pg';
-import { assertPool, assertTimeoutMs, DEFAULT_TIMEOUT_MS, runStatement } from './postgres-call.js';
+import { assertPool, assertWhole, DEFAULT_TIMEOUT_MS, runStatement } from './postgres-call.js';
 import { storeNames } from './schema.js';
 
 /** Options of {@link postgresRateLimitStore}. */
@@ -58,7 +58,7 @@ type ConsumeRow = { now_ms: string; outcome: number; banned_until_ms: string; us
 export function postgresRateLimitStore(options: PostgresRateLimitStoreOptions): RateLimitStore {
   const { pool, timeoutMs = DEFAULT_TIMEOUT_MS, time = 'server' } = options;
   assertPool(pool);
-  assertTimeoutMs(timeoutMs);
+  assertWhole(timeoutMs, 'timeoutMs', 1);
   if (time !== 'server' && time !== 'request') throw new TypeError(`time must be 'server' or 'request', got ${String(time)}`);
   const names = storeNames({ schema: options.schema, rateLimitsTable: options.table });
   const sql = `SELECT now_ms, outcome, banned_until_ms, used FROM ${names.consumeFunction}($1, $2, $3, $4, $5, $6, $7, $8)`;
@@ -89,24 +89,13 @@ export function postgresRateLimitStore(options: PostgresRateLimitStoreOptions): 
       const row = rows[0] as ConsumeRow;
       const nowMs = Number(row.now_ms);
       const used = row.used === '' ? [] : row.used.split(',').map(Number);
-      const usage: WindowUsage[] = windows.map((window, index) => {
+      const usage: WindowUsage[] = windows.map(({ name, limit, windowMs }, index) => {
         const count = used[index] as number;
-        return {
-          name: window.name,
-          limit: window.limit,
-          windowMs: window.windowMs,
-          used: count,
-          remaining: Math.max(0, window.limit - count),
-          resetAtMs: windowStartMs(nowMs, window.windowMs) + window.windowMs,
-        };
+        return { name, limit, windowMs, used: count, remaining: Math.max(0, limit - count), resetAtMs: windowStartMs(nowMs, windowMs) + windowMs };
       });
       if (row.outcome === 0) return { allowed: true, nowMs, windows: usage };
       if (row.outcome === 1) return { allowed: false, reason: 'rate_limited', nowMs, windows: usage };
       return { allowed: false, reason: 'banned', nowMs, windows: usage, bannedUntilMs: Number(row.banned_until_ms) };
     },
   };
-}
-
-function assertWhole(value: number, what: string, min: number): void {
-  if (!Number.isSafeInteger(value) || value < min) throw new TypeError(`${what} must be a whole number >= ${min}, got ${String(value)}`);
 }

@@ -13,6 +13,7 @@ const PEERS: Record<PackageName, { ours: PackageName[]; theirs: string[] }> = {
   '@petstore/core': { ours: [], theirs: [] },
   '@petstore/storage-memory': { ours: ['@petstore/core'], theirs: [] },
   '@petstore/storage-redis': { ours: ['@petstore/core'], theirs: ['ioredis'] },
+  '@petstore/storage-postgres': { ours: ['@petstore/core'], theirs: ['pg'] },
   '@petstore/adapter-fastify': { ours: ['@petstore/core'], theirs: ['fastify'] },
   '@petstore/adapter-express': { ours: ['@petstore/core'], theirs: ['express'] },
   '@petstore/client': { ours: [], theirs: [] },

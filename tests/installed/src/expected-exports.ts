@@ -28,6 +28,14 @@ export const EXPECTED_EXPORTS: Record<string, { values: string[]; types: string[
     values: ['isRedisCliInstalled','isRedisServerInstalled','resolveTestRedis','resolveTestRedisCluster','startRedisCluster','startRedisServer'],
     types: ['RedisCluster','RedisClusterNode','RedisClusterOptions','RedisServer','RedisServerOptions','TestRedis','TestRedisCluster','TestRedisSkip'],
   },
+  '@petstore/storage-postgres': {
+    values: ['DEFAULT_CATEGORIES_TABLE','DEFAULT_RATE_LIMITS_TABLE','DEFAULT_SCHEMA','DEFAULT_TIMEOUT_MS','MIGRATIONS_TABLE','PostgresTimeoutError','UNAVAILABLE_RETRY_AFTER_SECONDS','migratePostgres','postgresCategoryStore','postgresMigrations','postgresRateLimitStore'],
+    types: ['MigratePostgresOptions','MigrationReport','PostgresCategoryStoreOptions','PostgresMigration','PostgresRateLimitStoreOptions','PostgresSchemaOptions'],
+  },
+  '@petstore/storage-postgres/testing': {
+    values: ['findPostgresBinDir','resolveTestPostgres','startPostgresServer'],
+    types: ['PostgresServer','PostgresServerOptions','TestPostgres','TestPostgresSkip'],
+  },
   '@petstore/adapter-fastify': {
     values: ['default','petstoreFastify','petstoreFrameworkErrors','petstoreGuard','principalOf'],
     types: ['PetstoreFastifyOptions'],

@@ -1,7 +1,8 @@
 /**
  * Once per run, before the installed-package test files: packs every package into a throwaway folder outside
- * the workspace and finds a Redis. The test files find both through `inject('installed')`.
+ * the workspace and finds a Redis and a PostgreSQL. The test files find both through `inject('installed')`.
  */
+import { resolveTestPostgres } from '@petstore/storage-postgres/testing';
 import { resolveTestRedis } from '@petstore/storage-redis/testing';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -15,6 +16,8 @@ export interface Installed {
   tarballs: Record<PackageName, string>;
   /** A Redis for the code that needs one, or why there is none. */
   redis: { url: string } | { skipReason: string };
+  /** A PostgreSQL for the code that needs one, or why there is none. */
+  postgres: { url: string } | { skipReason: string };
 }
 
 declare module 'vitest' {
@@ -26,17 +29,27 @@ declare module 'vitest' {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const folder = await throwawayFolder('installed');
   const redis = await resolveTestRedis();
+  const postgres = await resolveTestPostgres();
+  const stopServers = async () => {
+    if ('stop' in redis) await redis.stop();
+    if ('stop' in postgres) await postgres.stop();
+  };
   try {
     await mkdir(join(folder.path, 'tarballs'));
     const tarballs = await packAll(join(folder.path, 'tarballs'));
-    project.provide('installed', { folder: folder.path, tarballs, redis: 'url' in redis ? { url: redis.url } : redis });
+    project.provide('installed', {
+      folder: folder.path,
+      tarballs,
+      redis: 'url' in redis ? { url: redis.url } : redis,
+      postgres: 'url' in postgres ? { url: postgres.url } : postgres,
+    });
   } catch (error) {
-    if ('stop' in redis) await redis.stop();
+    await stopServers();
     await folder.remove();
     throw error;
   }
   return async () => {
-    if ('stop' in redis) await redis.stop();
+    await stopServers();
     await folder.remove();
   };
 }

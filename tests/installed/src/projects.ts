@@ -18,6 +18,7 @@ export const PACKAGES = {
   core: '@petstore/core',
   'storage-memory': '@petstore/storage-memory',
   'storage-redis': '@petstore/storage-redis',
+  'storage-postgres': '@petstore/storage-postgres',
   'adapter-fastify': '@petstore/adapter-fastify',
   'adapter-express': '@petstore/adapter-express',
   client: '@petstore/client',

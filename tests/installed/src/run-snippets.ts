@@ -16,7 +16,7 @@ export const ENTERPRISE_KEY = 'installed-test-enterprise-key';
  * Third-party packages the READMEs' code may import, at the versions the workspace has (npm's cache has them).
  * The compiler is the workspace's TypeScript, with the workspace's `@types/node`: tools, not dependencies.
  */
-const THIRD_PARTY = ['fastify', 'express', 'hono', '@hono/node-server', 'node-fetch', 'ioredis', '@types/express'];
+const THIRD_PARTY = ['fastify', 'express', 'hono', '@hono/node-server', 'node-fetch', 'ioredis', 'pg', '@types/express', '@types/pg'];
 
 /** Installs every tarball and the frameworks into `app`, and writes the READMEs' code there. */
 export async function installApp(app: string, tarballs: Record<PackageName, string>, snippets: Snippet[]): Promise<void> {
@@ -87,6 +87,7 @@ export interface Program {
   form: 'ESM' | 'CommonJS';
   server: boolean;
   needsRedis: boolean;
+  needsPostgres: boolean;
   needsApi: boolean;
   /** For the Express 4 runs: the compiled file (relative to the project) to copy to `file` first. */
   copyFrom?: string;
@@ -106,7 +107,7 @@ export function programs(snippets: Snippet[]): Program[] {
     } else {
       forms.push([snippet.commonJs ? 'CommonJS' : 'ESM', 'js', `${snippet.id}.${snippet.commonJs ? 'cjs' : 'mjs'}`]);
     }
-    const needs = { server: snippet.server, needsRedis: snippet.code.includes('REDIS_URL'), needsApi: snippet.code.includes('PETSTORE_URL') };
+    const needs = { server: snippet.server, needsRedis: snippet.code.includes('REDIS_URL'), needsPostgres: snippet.code.includes('DATABASE_URL'), needsApi: snippet.code.includes('PETSTORE_URL') };
     for (const [form, dir, file] of forms) {
       list.push({ label: `${snippet.where} (${form})`, file, cwd: dir, form, ...needs });
       if (snippet.imports.includes('express')) {

@@ -24,7 +24,7 @@ import {
 } from './run-snippets.js';
 import { readSnippets } from './snippets.js';
 
-const { folder, tarballs, redis } = inject('installed');
+const { folder, tarballs, redis, postgres } = inject('installed');
 /** The project every README's code runs in: all packages, all frameworks. */
 const app = join(folder, 'app');
 const snippets = await readSnippets();
@@ -39,6 +39,7 @@ afterAll(async () => {
 
 async function run(program: Program, skip: (condition: boolean, note?: string) => void): Promise<void> {
   skip(program.needsRedis && 'skipReason' in redis, 'skipReason' in redis ? redis.skipReason : '');
+  skip(program.needsPostgres && 'skipReason' in postgres, 'skipReason' in postgres ? postgres.skipReason : '');
   api ??= freePort().then(async (port) => ({ port, ...(await startServer('serve.mjs', app, { PORT: String(port), PETSTORE_API_KEY: FREE_KEY })) }));
   const { port } = program.needsApi ? await api : { port: 0 };
   const failure = await runProgram(app, program, {
@@ -46,6 +47,7 @@ async function run(program: Program, skip: (condition: boolean, note?: string) =
     PETSTORE_ENTERPRISE_KEY: ENTERPRISE_KEY,
     PETSTORE_URL: `http://127.0.0.1:${port}/v1`,
     REDIS_URL: 'url' in redis ? redis.url : '',
+    DATABASE_URL: 'url' in postgres ? postgres.url : '',
   });
   expect(failure).toBeUndefined();
 }
@@ -55,7 +57,7 @@ const title = (program: Program) => `${program.label}: ${program.server ? 'answe
 describe('the READMEs’ code', () => {
   it('covers servers on Fastify, Express, node:http and the Fetch entry, the client on both fetches, and plain CommonJS and ESM', () => {
     const imported = new Set(snippets.flatMap((snippet) => snippet.imports));
-    for (const name of ['fastify', 'express', '@hono/node-server', 'node-fetch', '@petstore/client', '@petstore/core', '@petstore/storage-redis']) {
+    for (const name of ['fastify', 'express', '@hono/node-server', 'node-fetch', '@petstore/client', '@petstore/core', '@petstore/storage-redis', '@petstore/storage-postgres']) {
       expect(imported, name).toContain(name);
     }
     expect(snippets.some((snippet) => snippet.server && snippet.code.includes('node:http'))).toBe(true);

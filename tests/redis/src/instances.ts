@@ -2,23 +2,13 @@
  * App instances for the Redis suites: separate Fastify and Express servers on real sockets, each with its own
  * Redis client (a `Redis`, or a `Cluster` on a Redis Cluster) and its own petstore, sharing nothing but Redis.
  */
-import { once } from 'node:events';
-import type { AddressInfo } from 'node:net';
-import { petstoreExpress } from '@petstore/adapter-express';
-import { petstoreFastify } from '@petstore/adapter-fastify';
 import { createPetstore, staticApiKeys, type CategoryStore, type StaticApiKey, type StoreFailurePolicy } from '@petstore/core';
 import { redisCategoryStore, redisRateLimitStore } from '@petstore/storage-redis';
-import express from 'express';
-import Fastify from 'fastify';
 import type { RedisClusterNode } from '@petstore/storage-redis/testing';
 import { Cluster, Redis } from 'ioredis';
+import { servePetstore, type Instance } from './serve.js';
 
-/** One running app instance. */
-export interface Instance {
-  name: string;
-  origin: string;
-  close(): Promise<void>;
-}
+export { call, type Answer, type Instance } from './serve.js';
 
 /** How to build one instance. */
 export interface InstanceOptions {
@@ -68,63 +58,7 @@ export async function startInstance(options: InstanceOptions): Promise<Instance>
   const closeClient = async () => {
     await client.quit().catch(() => client.disconnect());
   };
-  if (options.framework === 'fastify') {
-    const app = Fastify();
-    await app.register(petstoreFastify, { prefix: '/v1', petstore });
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    const { port } = app.server.address() as AddressInfo;
-    return {
-      name: `fastify:${port}`,
-      origin: `http://127.0.0.1:${port}`,
-      close: async () => {
-        await app.close();
-        await closeClient();
-      },
-    };
-  }
-  const app = express();
-  app.use('/v1', petstoreExpress({ petstore }));
-  const server = app.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  return {
-    name: `express:${port}`,
-    origin: `http://127.0.0.1:${port}`,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-      await closeClient();
-    },
-  };
-}
-
-/** A request's outcome: status, lowercase headers, and the parsed body. */
-export interface Answer {
-  status: number;
-  headers: Record<string, string>;
-  body: unknown;
-}
-
-/** Sends one request to an instance. */
-export async function call(
-  instance: Instance,
-  path: string,
-  init: { method?: string; apiKey?: string; json?: unknown } = {},
-): Promise<Answer> {
-  const headers: Record<string, string> = {};
-  if (init.apiKey) headers['authorization'] = `Bearer ${init.apiKey}`;
-  if (init.json !== undefined) headers['content-type'] = 'application/json';
-  const response = await fetch(`${instance.origin}${path}`, {
-    method: init.method ?? (init.json === undefined ? 'GET' : 'POST'),
-    headers,
-    ...(init.json === undefined ? {} : { body: JSON.stringify(init.json) }),
-  });
-  const text = await response.text();
-  const answerHeaders: Record<string, string> = {};
-  response.headers.forEach((value, name) => {
-    answerHeaders[name] = value;
-  });
-  return { status: response.status, headers: answerHeaders, body: text === '' ? undefined : JSON.parse(text) };
+  return servePetstore(options.framework, petstore, closeClient);
 }
 
 /** The minute Redis's clock is in (Unix epoch minutes): the fixed minute window the script decides in. */

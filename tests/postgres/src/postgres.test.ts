@@ -1,0 +1,170 @@
+/**
+ * Two app instances (Fastify and Express, each with its own pg pool) sharing one PostgreSQL: one quota and one
+ * set of categories; and the server killed with SIGKILL in the middle of parallel creates: every create answered
+ * 201 is listed exactly once, ids increase, the pools reconnect by themselves.
+ */
+import { createPetstore, staticApiKeys, type StaticApiKey, type StoreFailurePolicy } from '@petstore/core';
+import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
+import { migratePostgres, postgresCategoryStore, postgresRateLimitStore } from '@petstore/storage-postgres';
+import { findPostgresBinDir, startPostgresServer, type PostgresServer } from '@petstore/storage-postgres/testing';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call, servePetstore, type Answer, type Instance } from '../../redis/src/serve.js';
+
+const installed = findPostgresBinDir() !== undefined;
+if (!installed && process.env.PETSTORE_REQUIRE_POSTGRES === '1') throw new Error('PostgreSQL is not installed (PETSTORE_REQUIRE_POSTGRES=1)');
+if (!installed) console.warn('[@petstore/postgres-tests] skipped: PostgreSQL is not installed (apt-get install postgresql)');
+
+const WRITER = 'pg-writer-key';
+const LIMITED = 'pg-limited-key';
+const API_KEYS: StaticApiKey[] = [
+  { key: WRITER, plan: 'enterprise', limits: { requestsPerMinute: 1_000_000, requestsPerDay: 10_000_000 } },
+  // 25 a day: no window can reset during the test unless it runs across midnight UTC.
+  { key: LIMITED, plan: 'enterprise', limits: { requestsPerMinute: 1000, requestsPerDay: 25 } },
+];
+
+/**
+ * One instance on its own pool: categories and rate limits in PostgreSQL, fail-closed; or, with `failOpen`,
+ * categories in memory and rate limits in PostgreSQL with a memory insurance store.
+ */
+async function startInstance(framework: 'fastify' | 'express', url: string, failOpen = false): Promise<Instance> {
+  const pool = new pg.Pool({ connectionString: url, max: 5, connectionTimeoutMillis: 1000 });
+  pool.on('error', () => undefined);
+  const onStoreFailure: StoreFailurePolicy = failOpen
+    ? { mode: 'fail-open', insuranceStore: memoryRateLimitStore() }
+    : { mode: 'fail-closed', retryAfterSeconds: 5 };
+  const petstore = createPetstore({
+    apiKeys: staticApiKeys(API_KEYS),
+    categories: failOpen ? memoryCategoryStore() : postgresCategoryStore({ pool, timeoutMs: 1000 }),
+    rateLimit: { store: postgresRateLimitStore({ pool, timeoutMs: 1000 }), onStoreFailure, onStoreError: () => undefined },
+    onInternalError: () => undefined,
+  });
+  return servePetstore(framework, petstore, () => pool.end());
+}
+
+/** Polls `done` every 10 ms; fails after 20 s naming what did not happen. */
+async function waitUntil(done: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** A fresh, migrated PostgreSQL server with a Fastify and an Express instance on it; stopped after the suite. */
+function serversForSuite(): { server: PostgresServer; instances: Instance[] } {
+  const started = { server: undefined as unknown as PostgresServer, instances: [] as Instance[] };
+  beforeAll(async () => {
+    started.server = await startPostgresServer();
+    const pool = new pg.Pool({ connectionString: started.server.url });
+    await migratePostgres({ pool });
+    await pool.end();
+    started.instances.push(...(await Promise.all([startInstance('fastify', started.server.url), startInstance('express', started.server.url)])));
+  });
+  afterAll(async () => {
+    await Promise.all(started.instances.map((instance) => instance.close()));
+    await started.server?.stop();
+  });
+  return started;
+}
+
+describe.skipIf(!installed)('two instances on one PostgreSQL', () => {
+  const { instances } = serversForSuite();
+
+  it('admit exactly the quota of a parallel burst spread over both, and list the same categories', async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, (_, i) => call(instances[i % 2] as Instance, '/v1/categories', { apiKey: LIMITED, json: { name: `burst ${i}` } })),
+    );
+    expect(answers.filter((answer) => answer.status === 201)).toHaveLength(25);
+    expect(answers.filter((answer) => answer.status === 429)).toHaveLength(35);
+    const lists = await Promise.all(instances.map((instance) => call(instance, '/v1/categories', { apiKey: WRITER })));
+    expect(lists[0]?.body).toEqual(lists[1]?.body);
+    const created = answers.filter((answer) => answer.status === 201).map((answer) => answer.body);
+    expect(lists[0]?.body).toEqual(expect.arrayContaining(created));
+    expect(lists[0]?.body).toHaveLength(25);
+  });
+});
+
+describe.skipIf(!installed)('PostgreSQL killed with SIGKILL during parallel creates', () => {
+  const started = serversForSuite();
+  const { instances } = started;
+  let failOpen: Instance;
+  beforeAll(async () => {
+    failOpen = await startInstance('fastify', started.server.url, true);
+  });
+  afterAll(async () => {
+    await failOpen?.close();
+  });
+
+  it('lists every create answered 201 exactly once, with increasing ids; a 503 create is there at most once', async () => {
+    interface Sent {
+      name: string;
+      answer: Answer;
+    }
+    const sent: Sent[][] = Array.from({ length: 8 }, () => []);
+    const created = () => sent.flat().filter((entry) => entry.answer.status === 201).length;
+    let phase: 'before' | 'down' | 'after' | 'done' = 'before';
+    let createdAfterRestart = 0;
+    const writer = async (worker: number) => {
+      for (let seq = 0; phase !== 'done'; seq++) {
+        const name = `w${worker}-${seq}`;
+        const answer = await call(instances[worker % 2] as Instance, '/v1/categories', { apiKey: WRITER, json: { name } });
+        sent[worker]?.push({ name, answer });
+        if (answer.status === 201 && phase === 'after') createdAfterRestart++;
+        if (answer.status !== 201) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    };
+    const writers = Array.from({ length: 8 }, (_, worker) => writer(worker));
+    try {
+      await killAndRestartMidway();
+    } finally {
+      phase = 'done';
+      await Promise.all(writers);
+    }
+    async function killAndRestartMidway() {
+      await waitUntil(() => created() >= 100, '100 creates before the kill');
+      await started.server.kill();
+      phase = 'down';
+      // Fail-open: while the database is away, the limit is charged to the per-process insurance store.
+      const whileDown = await call(failOpen, '/v1/categories', { apiKey: LIMITED });
+      expect(whileDown.status).toBe(200);
+      expect(whileDown.headers['x-ratelimit-limit']).toBe('25');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await started.server.restart();
+      phase = 'after';
+      await waitUntil(() => createdAfterRestart >= 100, '100 creates after the restart (the pools reconnect)');
+    }
+
+    const all = sent.flat();
+    const statuses = new Set(all.map((entry) => entry.answer.status));
+    // Only 201 and 503 (with Retry-After and the Error body): never a 500, never a hang.
+    expect([...statuses].sort()).toEqual([201, 503]);
+    for (const entry of all.filter((e) => e.answer.status === 503)) {
+      expect(entry.answer.body).toMatchObject({ code: 'service_unavailable', status: 503 });
+      expect(Number(entry.answer.headers['retry-after'])).toBeGreaterThan(0);
+    }
+
+    const listed = (await call(instances[0] as Instance, '/v1/categories', { apiKey: WRITER })).body as Array<{ id: number; name: string }>;
+    const listedByName = new Map<string, number>();
+    for (const category of listed) listedByName.set(category.name, (listedByName.get(category.name) ?? 0) + 1);
+    // Nothing doubled: every name at most once, ids unique and listed in increasing order.
+    expect([...listedByName.values()].filter((count) => count > 1)).toEqual([]);
+    const ids = listed.map((category) => category.id);
+    expect(ids).toEqual([...new Set(ids)].sort((a, b) => a - b));
+    // Nothing lost: every 201 is listed, as answered.
+    const answered201 = all.filter((entry) => entry.answer.status === 201);
+    expect(listed).toEqual(expect.arrayContaining(answered201.map((entry) => entry.answer.body)));
+    // Nothing invented: everything listed was sent; besides the 201s, only creates answered 503 (written or not).
+    const sentNames = new Set(all.map((entry) => entry.name));
+    expect(listed.filter((category) => !sentNames.has(category.name))).toEqual([]);
+    const failedNames = new Set(all.filter((entry) => entry.answer.status === 503).map((entry) => entry.name));
+    const extra = listed.filter((category) => !answered201.some((entry) => entry.name === category.name));
+    expect(extra.filter((category) => !failedNames.has(category.name))).toEqual([]);
+    expect(failedNames.size).toBeGreaterThan(0);
+    // Each writer's 201 ids increase over time, across the restart too.
+    for (const entries of sent) {
+      const workerIds = entries.filter((entry) => entry.answer.status === 201).map((entry) => (entry.answer.body as { id: number }).id);
+      expect(workerIds).toEqual([...workerIds].sort((a, b) => a - b));
+    }
+  });
+});
