@@ -13,7 +13,7 @@
 import { Agent, request } from 'node:http';
 import type { ChildProcess } from 'node:child_process';
 import { DEFAULT_BODY_LIMIT_BYTES } from '@petstore/core';
-import { median, pinSelf, serverStats, startServerProcess } from './http-bench.js';
+import { median, pinSelf, serverStats, startServerProcess, unpinSelf } from './http-bench.js';
 import { BENCH_KEY, type ServerName } from './servers.js';
 
 /** The servers measured: our adapters with memory storage. */
@@ -188,7 +188,7 @@ export async function runHostileBenchmark({ quick }: HostileBenchOptions, log: (
   const servers = new Map<HostileServer, { port: number; child: ChildProcess; agent: Agent }>();
   try {
     for (const name of HOSTILE_SERVERS) {
-      const { port, child } = await startServerProcess(name, undefined, pinned ? 0 : undefined);
+      const { port, child } = await startServerProcess(name, {}, pinned ? 0 : undefined);
       servers.set(name, { port, child, agent: connection() });
     }
     const server = (name: HostileServer) => servers.get(name) as { port: number; child: ChildProcess; agent: Agent };
@@ -310,6 +310,7 @@ export async function runHostileBenchmark({ quick }: HostileBenchOptions, log: (
       agent.destroy();
       child.kill('SIGTERM');
     }
+    unpinSelf();
   }
 }
 

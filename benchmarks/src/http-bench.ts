@@ -4,9 +4,10 @@
  * machine spreads over all of them), and the median of the rounds.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { BENCH_KEY, SERVER_NAMES, type ServerName } from './servers.js';
+import { BENCH_KEY, SERVER_NAMES, serverNeeds, type ServerDatabases, type ServerName } from './servers.js';
 
 /** One server's result: medians over the rounds. */
 export interface HttpRow {
@@ -55,22 +56,44 @@ export function pinSelf(cpu: number): boolean {
   }
 }
 
+/**
+ * Lets this process (all its threads) run on every core again. Each section that pins itself calls it when done:
+ * processes started later (the scale-out section's app servers and Redis) inherit this process's cores.
+ */
+export function unpinSelf(): void {
+  if (!hasTaskset) return;
+  try {
+    execFileSync('taskset', ['-a', '-cp', `0-${cpus().length - 1}`, String(process.pid)], { stdio: 'ignore' });
+  } catch {
+    // nothing was pinned
+  }
+}
+
 const entry = fileURLToPath(new URL('./server-entry.ts', import.meta.url));
 
 /**
  * Starts one benchmark server in its own process (pinned to `cpu` when given); answers its port and the child,
- * which answers {@link serverStats} over IPC. `redisUrl` is needed by the `*-redis` servers only.
+ * which answers {@link serverStats} over IPC. `databases.redisUrl` is needed by the `*-redis` servers only,
+ * `databases.postgres` by the `*-postgres*` ones.
  */
 export function startServerProcess(
   name: ServerName,
-  redisUrl: string | undefined,
+  databases: ServerDatabases,
   cpu: number | undefined,
   keyCount = 1,
 ): Promise<{ port: number; child: ChildProcess }> {
   const node = [process.execPath, '--import', 'tsx', entry];
   const [command, ...args] = cpu === undefined ? node : ['taskset', '-c', String(cpu), ...node];
+  const { redisUrl, postgres } = databases;
   const child = spawn(command as string, args, {
-    env: { ...process.env, BENCH_SERVER: name, BENCH_KEYS: String(keyCount), ...(redisUrl === undefined ? {} : { REDIS_URL: redisUrl }), NODE_ENV: 'production' },
+    env: {
+      ...process.env,
+      BENCH_SERVER: name,
+      BENCH_KEYS: String(keyCount),
+      ...(redisUrl === undefined ? {} : { REDIS_URL: redisUrl }),
+      ...(postgres === undefined ? {} : { POSTGRES_URL: postgres.url, POSTGRES_SCHEMA: postgres.schema }),
+      NODE_ENV: 'production',
+    },
     stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
   });
   return new Promise((resolve, reject) => {
@@ -84,7 +107,8 @@ export function startServerProcess(
   });
 }
 
-function load(port: number, seconds: number, connections: number): Promise<autocannon.Result> {
+/** `connections` autocannon connections sending GET /v1/categories with {@link BENCH_KEY} for `seconds`. */
+export function load(port: number, seconds: number, connections: number): Promise<autocannon.Result> {
   return autocannon({
     url: `http://127.0.0.1:${port}/v1/categories`,
     headers: { authorization: `Bearer ${BENCH_KEY}` },
@@ -93,8 +117,18 @@ function load(port: number, seconds: number, connections: number): Promise<autoc
   });
 }
 
-/** A server's counters so far (asked over IPC): Redis commands its client sent, and its CPU time in µs. */
-export function serverStats(child: ChildProcess): Promise<{ redisCommands: number; cpuMicros: number }> {
+/** A server's counters so far (asked over IPC). */
+export interface ServerStats {
+  /** Redis commands its client sent. */
+  redisCommands: number;
+  /** Statements its `pg.Pool` ran. */
+  postgresStatements: number;
+  /** Its CPU time (user + system), µs. */
+  cpuMicros: number;
+}
+
+/** A server's {@link ServerStats} so far, asked over IPC. */
+export function serverStats(child: ChildProcess): Promise<ServerStats> {
   return new Promise((resolve, reject) => {
     if (child.exitCode !== null || child.signalCode !== null) {
       reject(new Error(`the server process has exited (${child.exitCode ?? child.signalCode})`));
@@ -104,7 +138,7 @@ export function serverStats(child: ChildProcess): Promise<{ redisCommands: numbe
     child.once('exit', exited);
     child.once('message', (message) => {
       child.off('exit', exited);
-      resolve(message as { redisCommands: number; cpuMicros: number });
+      resolve(message as ServerStats);
     });
     child.send('stats');
   });
@@ -120,12 +154,15 @@ export const median = (values: number[]) => {
 export async function runHttpBenchmark(options: HttpBenchOptions, log: (line: string) => void): Promise<{ rows: HttpRow[]; pinned: boolean }> {
   // BENCH_SERVERS=a,b narrows the run while working on one stack; the report needs all of them.
   const wanted = process.env['BENCH_SERVERS']?.split(',');
-  // The pipelined peer is a scale-out setup (Redis cost), not part of this table.
-  const selected = SERVER_NAMES.filter((name) => name !== 'fastify-peer-redis-pipelined' && (wanted === undefined || wanted.includes(name)));
+  // The pipelined peer is a scale-out setup (Redis cost), the PostgreSQL servers are in the backends table: not
+  // part of this one.
+  const selected = SERVER_NAMES.filter(
+    (name) => name !== 'fastify-peer-redis-pipelined' && !serverNeeds(name).postgres && (wanted === undefined || wanted.includes(name)),
+  );
   const pinned = pinSelf(1);
   const servers = new Map<ServerName, { port: number; child: ChildProcess }>();
   try {
-    for (const name of selected) servers.set(name, await startServerProcess(name, options.redisUrl, pinned ? 0 : undefined));
+    for (const name of selected) servers.set(name, await startServerProcess(name, { redisUrl: options.redisUrl }, pinned ? 0 : undefined));
     for (const name of selected) {
       log(`warm-up ${name}`);
       await load((servers.get(name) as { port: number }).port, options.warmupSeconds, options.connections);
@@ -170,5 +207,6 @@ export async function runHttpBenchmark(options: HttpBenchOptions, log: (line: st
     return { rows, pinned };
   } finally {
     for (const { child } of servers.values()) child.kill('SIGTERM');
+    unpinSelf();
   }
 }

@@ -1,24 +1,30 @@
 /**
- * `npm run bench`: the HTTP benchmark against the peer stacks, the core rate-limit micro-benchmark, memory
- * per tracked key, and server CPU per request for hostile 1 MiB request bodies; writes BENCHMARKS.md at the
- * repository root.
+ * `npm run bench`: the HTTP benchmark against the peer stacks, our adapter on memory, Redis and PostgreSQL
+ * side by side, the core rate-limit micro-benchmark, memory per tracked key, and server CPU per request for
+ * hostile 1 MiB request bodies; writes BENCHMARKS.md at the repository root.
  *
- * Flags: `--quick` (short runs, for trying the harness), `--only=http,scaleout,script,core,memory,hostile` (all by default).
+ * Flags: `--quick` (short runs, for trying the harness), `--only=http,backends,scaleout,script,core,memory,hostile`
+ * (all by default; with `--only`, the other sections of the existing BENCHMARKS.md are kept).
  */
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, type as osType, release } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { resolveTestRedis } from '@petstore/storage-redis/testing';
 import { runHttpBenchmark, type HttpRow } from './http-bench.js';
+import type { BackendsResult } from './backends-bench.js';
 import type { CoreBenchResult } from './core-bench.js';
 import type { HostileBenchResult } from './hostile-bench.js';
 import type { MemoryBenchResult } from './memory-bench.js';
 import type { ScaleOutResult } from './scaleout-bench.js';
 import type { ScriptBenchResult } from './script-bench.js';
+import { mergeReport, SECTION_HEADINGS, SECTION_KEYS, type SectionKey } from './report-merge.js';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
-const only = new Set((args.find((arg) => arg.startsWith('--only='))?.slice(7) ?? 'http,scaleout,script,core,memory,hostile').split(','));
+const onlyFlag = args.find((arg) => arg.startsWith('--only='))?.slice(7);
+const only = new Set(onlyFlag?.split(',') ?? SECTION_KEYS);
+const unknown = [...only].filter((key) => !(SECTION_KEYS as readonly string[]).includes(key));
+if (unknown.length > 0) throw new Error(`unknown --only key(s) ${unknown.join(', ')}; known: ${SECTION_KEYS.join(', ')}`);
 const log = (line: string) => console.log(`[bench] ${line}`);
 
 const settings = quick
@@ -34,6 +40,11 @@ if (only.has('http')) {
   } finally {
     await redis.stop();
   }
+}
+let backends: BackendsResult | undefined;
+if (only.has('backends')) {
+  log('backends: our Fastify adapter on memory, Redis and PostgreSQL');
+  backends = await (await import('./backends-bench.js')).runBackendsBenchmark(settings, log);
 }
 let scaleOut: ScaleOutResult | undefined;
 if (only.has('scaleout')) {
@@ -62,14 +73,25 @@ if (only.has('hostile')) {
   hostile = await (await import('./hostile-bench.js')).runHostileBenchmark({ quick }, log);
 }
 
-const report = renderReport({ http, scaleOut, script, core, memory, hostile, settings, quick });
+const fresh = renderReport({ http, backends, scaleOut, script, core, memory, hostile, settings, quick });
 const target = fileURLToPath(new URL('../../BENCHMARKS.md', import.meta.url));
+let report = fresh;
+if (onlyFlag !== undefined && existsSync(target)) {
+  // Only some sections were measured: keep the others of the existing file.
+  const previous = readFileSync(target, 'utf8');
+  const machine = (text: string) => /^Machine: .*$/m.exec(text)?.[0];
+  const elsewhere = machine(previous) !== machine(fresh) ? ` ${machine(fresh) ?? ''}` : '';
+  const note = `_This section: measured ${new Date().toISOString().slice(0, 10)} by \`npm run bench -- ${args.join(' ')}\`${quick ? ' (--quick: short runs, not for comparison)' : ''}, apart from the run named at the top.${elsewhere}_`;
+  report = mergeReport(previous, fresh, only as Set<SectionKey>, note, log);
+  log(`kept the other sections of ${target}`);
+}
 writeFileSync(target, report);
 console.log(report);
 log(`written to ${target}`);
 
 interface ReportInput {
   http: { rows: HttpRow[]; pinned: boolean } | undefined;
+  backends: BackendsResult | undefined;
   scaleOut: ScaleOutResult | undefined;
   script: ScriptBenchResult | undefined;
   core: CoreBenchResult | undefined;
@@ -79,7 +101,7 @@ interface ReportInput {
   quick: boolean;
 }
 
-function renderReport({ http, scaleOut, script, core, memory, hostile, settings, quick }: ReportInput): string {
+function renderReport({ http, backends, scaleOut, script, core, memory, hostile, settings, quick }: ReportInput): string {
   const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
   const ratio = (n: number) => `${n.toFixed(2)}×`;
   const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
@@ -101,7 +123,7 @@ function renderReport({ http, scaleOut, script, core, memory, hostile, settings,
     const peerOf = (name: string) =>
       name.endsWith('-redis') ? 'fastify-peer-redis' : name.startsWith('fastify') ? 'fastify-peer' : 'express-peer';
     lines.push(
-      '## HTTP: GET /v1/categories, authenticated, three categories',
+      SECTION_HEADINGS.http,
       '',
       `autocannon, ${settings.connections} connections, ${settings.warmupSeconds} s warm-up per server, then ${settings.rounds} rounds × ${settings.durationSeconds} s visiting every server in turn; the median round is reported. ${http.pinned ? 'Servers pinned to core 0, autocannon to core 1 (taskset).' : 'No pinning was possible on this machine.'} The quota is large enough never to reject (non-200 answers: ${http.rows.reduce((sum, row) => sum + row.non2xx, 0)}). Ours enforces a minute and a day window per key; the peers one window. "Server CPU µs/req" is the server process's CPU time per answered request (median round): on this 2-core machine one autocannon core is often the bottleneck, so req/s understates differences between servers and CPU per request shows them.`,
       '',
@@ -118,7 +140,7 @@ function renderReport({ http, scaleOut, script, core, memory, hostile, settings,
     lines.push('', 'Servers: `*-bare` is the framework route alone (no auth, no limits) — the ceiling; `*-petstore` is our adapter (memory storage, or Redis for `*-redis`); `fastify-peer` is @fastify/bearer-auth + @fastify/rate-limit; `express-peer` is a bearer check (SHA-256, constant-time) + express-rate-limit; `fastify-peer-redis` is @fastify/bearer-auth + @fastify/rate-limit with its Redis store. Redis rows keep categories in memory and rate limits in Redis.', '');
     const redisRows = http.rows.filter((row) => row.redisCommandsPerRequest !== undefined);
     if (redisRows.length > 0) {
-      lines.push('Redis round trips per answered request (commands sent by the server\'s Redis client, counted at the client, over the measured rounds ÷ 200 answers; commands run inside a server-side script are not round trips; ours sends the consumes of one event-loop turn as one command):', '');
+      lines.push('Redis round trips per answered request (commands sent by the server\'s Redis client, counted at the client, over the measured rounds ÷ the answers with status 200; commands run inside a server-side script are not round trips; ours sends the consumes of one event-loop turn as one command):', '');
       for (const row of redisRows) lines.push(`- ${row.name}: ${(row.redisCommandsPerRequest as number).toFixed(3)}`);
       lines.push('');
     }
@@ -131,12 +153,44 @@ function renderReport({ http, scaleOut, script, core, memory, hostile, settings,
       `- Redis: above @fastify/rate-limit's Redis store: fastify ${ratio(rps('fastify-petstore-redis') / rps('fastify-peer-redis'))} — ${verdict(rps('fastify-petstore-redis') > rps('fastify-peer-redis'))}`,
     );
   }
+  if (backends) {
+    const { rows, settings: run, postgres } = backends;
+    const memoryRps = rows.find((row) => row.name === 'fastify-petstore')?.requestsPerSecond ?? Number.NaN;
+    const micros = (n: number | undefined) => (n === undefined ? '—' : n.toFixed(1));
+    const where = { memory: 'memory', redis: 'Redis', postgres: 'PostgreSQL' } as const;
+    const roundTrips = rows.filter((row) => row.redisCommandsPerRequest !== undefined || row.postgresStatementsPerRequest !== undefined);
+    lines.push(
+      SECTION_HEADINGS.backends,
+      '',
+      `Our Fastify adapter answering GET /v1/categories (authenticated, three categories, as in the HTTP table) with its categories and its rate limits (minute + day windows and the ban) in memory, in Redis ${backends.redisVersion} or in PostgreSQL ${postgres.version}, one server per process; autocannon, ${run.connections} connections, ${run.warmupSeconds} s warm-up per server, then ${run.rounds} rounds × ${run.durationSeconds} s visiting every server in turn; the median round is reported. ${backends.pinned ? 'Servers pinned to core 0, autocannon to core 1 (taskset); redis-server and PostgreSQL run on either core.' : 'No pinning was possible on this machine.'} One throwaway redis-server and one throwaway PostgreSQL (initdb defaults, fsync=${postgres.fsync}, synchronous_commit=${postgres.synchronousCommit}) on this machine. Each PostgreSQL server has a \`pg.Pool\` of ${postgres.poolSize} connections, and every store operation is one statement: listing the categories one SELECT, a consume one call of the consume function (lock the key's row, decide, update it, commit). Every request uses one API key, so all consumes go to one Redis key or one PostgreSQL row. "Server CPU" is the server process's CPU time per answered request; "Redis CPU" is redis-server's user + system time (\`INFO cpu\`) and "PostgreSQL CPU" that of the PostgreSQL server's processes (the postmaster, its backends and background processes, from /proc) over the round ÷ the answered requests; "total" is their sum (median of the rounds' sums), what one request costs the machine apart from the load generator. Non-200 answers: ${rows.reduce((sum, row) => sum + row.non2xx, 0)}.${postgres.fsync === 'off' ? ' With fsync off, commits do not wait for the disk; a PostgreSQL with fsync on also waits at every consume for its write-ahead log to reach the disk, which this table does not measure.' : ''}${backends.postgresCpuUnmeasured === undefined ? '' : ` PostgreSQL CPU not measured: ${backends.postgresCpuUnmeasured}.`}`,
+      '',
+      '| server | categories | rate limits | req/s (median) | p50 ms | p99 ms | × memory | server CPU µs/req | Redis CPU µs/req | PostgreSQL CPU µs/req | total CPU µs/req | rounds (req/s) |',
+      '|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+      ...rows.map(
+        (row) =>
+          `| ${row.name} | ${where[row.categories]} | ${where[row.rateLimits]} | ${fmt(row.requestsPerSecond)} | ${row.p50Ms} | ${row.p99Ms} | ${ratio(row.requestsPerSecond / memoryRps)} | ${micros(row.cpuMicrosPerRequest)} | ${micros(row.redisCpuMicrosPerRequest)} | ${micros(row.postgresCpuMicrosPerRequest)} | ${micros(row.totalCpuMicrosPerRequest)} | ${row.rounds.join(', ')} |`,
+      ),
+      '',
+      "Database round trips per answered request (Redis commands counted at the server's client, PostgreSQL statements at its pool, over the measured rounds ÷ the answers with status 200):",
+      '',
+      ...roundTrips.map(
+        (row) =>
+          `- ${row.name}: ${[
+            row.redisCommandsPerRequest === undefined ? '' : `${row.redisCommandsPerRequest.toFixed(3)} Redis`,
+            row.postgresStatementsPerRequest === undefined ? '' : `${row.postgresStatementsPerRequest.toFixed(3)} PostgreSQL`,
+          ]
+            .filter(Boolean)
+            .join(', ')}`,
+      ),
+      '',
+    );
+  }
   if (scaleOut) {
     const { rows, flood, settings: scale } = scaleOut;
     const row = (instances: number, name: string, keys: number) =>
       rows.find((candidate) => candidate.instances === instances && candidate.name === name && candidate.keys === keys) as (typeof rows)[number];
     lines.push(
-      '## Scale-out: K app processes on one Redis',
+      SECTION_HEADINGS.scaleout,
       '',
       `Ours (\`fastify-petstore-redis\`: minute + day windows and the ban, checked and charged atomically by the consume script; the consumes a process starts in one event-loop turn go to Redis as one call) against @fastify/rate-limit's Redis store (\`fastify-peer-redis\`: one window, no ban, one script call per request), and against the same peer with ioredis's \`enableAutoPipelining\` (\`fastify-peer-redis-pipelined\`: an option of the client its users can set, which sends the commands of one turn in one write). K server processes each loaded by its own autocannon (${scale.connections} connections) on one throwaway redis-server, every request on one hot API key, then spread over 1,000 keys (each connection cycles through them); ${scale.warmupSeconds} s warm-up, then ${scale.rounds} rounds × ${scale.durationSeconds} s visiting every setup in turn, median round. "Redis CPU µs/req" is the redis-server process's user + system time (\`INFO cpu\`) over the round ÷ the answered requests. No pinning: on this machine the K processes, their load and Redis share the cores, so req/s is bounded by the CPU all of them need per request; Redis CPU per request is the figure that decides how many Redis shards a fleet needs.`,
       '',
@@ -177,7 +231,7 @@ function renderReport({ http, scaleOut, script, core, memory, hostile, settings,
   }
   if (script) {
     lines.push(
-      '## Redis CPU per decision: the consume script and its pieces',
+      SECTION_HEADINGS.script,
       '',
       `The redis-server process's CPU time (\`INFO cpu\`) per consume, ${fmt(script.calls)} calls per round from 20 connections, each sending one call at a time (P = 1, as an app server's client does) or 16 pipelined (P = 16, where the fixed cost of a command is shared and the script's own cost shows); the lowest of ${script.rounds} rounds (other load on a shared machine only adds time). Ours checks a minute and a day window and the ban at Redis's clock (TIME); a call of 8 consumes is what a batch of the consumes started in one event-loop turn looks like. The pieces are each measured alone on top of an empty script with the arguments of one consume: what a call costs before its script does anything, and what each Redis call or step inside our script adds.`,
       '',
@@ -189,7 +243,7 @@ function renderReport({ http, scaleOut, script, core, memory, hostile, settings,
   }
   if (core) {
     lines.push(
-      '## Core: rate-limit decisions per second, minute + day windows',
+      SECTION_HEADINGS.core,
       '',
       'Ours: `memoryRateLimitStore().consume` (both windows checked and charged atomically). Peer: rate-limiter-flexible `RateLimiterMemory`, one limiter per window, both consumed per decision. tinybench, median.',
       '',
@@ -204,7 +258,7 @@ function renderReport({ http, scaleOut, script, core, memory, hostile, settings,
   }
   if (memory) {
     lines.push(
-      '## Memory store',
+      SECTION_HEADINGS.memory,
       '',
       `- Heap per tracked key with ${fmt(memory.keys)} keys (minute + day counters, key \`key:<22 chars>\`): **${fmt(memory.heapBytesPerKey)} bytes**.`,
       `- Flood: ${fmt(memory.flood.inserted)} distinct keys into a store with maxKeys ${fmt(memory.flood.maxKeys)} → ${fmt(memory.flood.sizeAfter)} keys held, ${fmt(memory.flood.heapBytesPerKeyAtMax)} heap bytes per key at the maximum.`,
@@ -218,7 +272,7 @@ function renderReport({ http, scaleOut, script, core, memory, hostile, settings,
     const ms = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : '—');
     const cell = (server: string, shape: string) => hostile.cells[server as keyof typeof hostile.cells][shape];
     lines.push(
-      '## Hostile bodies: POST /v1/categories, up to 1 MiB',
+      SECTION_HEADINGS.hostile,
       '',
       `Bodies of (just under) 1 MiB — the body limit — built to make a server work hard, beside the largest bodies that pass the bounds and a normal small create; valid key with a quota that never rejects, \`Content-Type: application/json\`, our adapters with memory storage. Requests one at a time on one keep-alive connection; ${hostile.warmupRequests} warm-up request(s) per body, then ${hostile.rounds} rounds × ${hostile.requestsPerRound} requests per body, every round visiting every server and body in turn. "CPU ms/req" is the server process's CPU time per request (user + system, read over IPC around each round, less ${hostile.statsOverheadMicros.toFixed(0)} µs for reading it; median round); "wall ms/req" the time from sending the request to reading the answer at the client (median request). ${hostile.pinned ? 'Servers pinned to core 0, the client to core 1 (taskset).' : 'No pinning was possible on this machine.'} Took ${hostile.seconds.toFixed(0)} s.`,
       '',

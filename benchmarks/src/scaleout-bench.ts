@@ -56,7 +56,7 @@ export const SCALE_OUT_SETUPS: readonly { name: ServerName; keys: number }[] = [
 ];
 
 /** Redis's own CPU time so far, µs (user + system of the server process, from `INFO cpu`). */
-async function redisCpuMicros(client: Redis): Promise<number> {
+export async function redisCpuMicros(client: Redis): Promise<number> {
   const info = await client.info('cpu');
   const field = (name: string) => Number(new RegExp(`${name}:([0-9.]+)`).exec(info)?.[1] ?? Number.NaN);
   return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
@@ -113,7 +113,7 @@ export async function runScaleOutBenchmark(options: { quick: boolean }, log: (li
           try {
             const ports: number[] = [];
             for (let i = 0; i < instances; i++) {
-              const { port, child } = await startServerProcess(setup.name, redis.url, undefined, setup.keys);
+              const { port, child } = await startServerProcess(setup.name, { redisUrl: redis.url }, undefined, setup.keys);
               children.push(child);
               ports.push(port);
             }

@@ -9,13 +9,15 @@ import bearerAuth from '@fastify/bearer-auth';
 import rateLimit from '@fastify/rate-limit';
 import { petstoreExpress } from '@petstore/adapter-express';
 import { petstoreFastify } from '@petstore/adapter-fastify';
-import { createPetstore, staticApiKeys, type Petstore, type RateLimitStore } from '@petstore/core';
+import { createPetstore, staticApiKeys, type CategoryStore, type Petstore, type RateLimitStore } from '@petstore/core';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
+import { migratePostgres, postgresCategoryStore, postgresRateLimitStore } from '@petstore/storage-postgres';
 import { redisRateLimitStore } from '@petstore/storage-redis';
 import express from 'express';
 import { rateLimit as expressRateLimit } from 'express-rate-limit';
 import Fastify from 'fastify';
 import { Redis } from 'ioredis';
+import pg from 'pg';
 
 /** The API key every server accepts. */
 export const BENCH_KEY = 'bench-key-4f9a1c2e7b';
@@ -48,14 +50,92 @@ export const SERVER_NAMES = [
   'express-petstore-redis',
   'fastify-peer-redis',
   'fastify-peer-redis-pipelined',
+  'fastify-petstore-postgres-limits',
+  'fastify-petstore-postgres',
+  'fastify-petstore-postgres-redis',
 ] as const;
 export type ServerName = (typeof SERVER_NAMES)[number];
 
-async function ourPetstore(store: RateLimitStore, keys: string[]): Promise<Petstore> {
-  const categories = memoryCategoryStore();
+/** Where a store keeps its data. */
+export type Backend = 'memory' | 'redis' | 'postgres';
+
+/**
+ * Where each of our servers keeps its categories and its rate limits (the anonymous store is always memory).
+ * The `*-postgres*` servers need a PostgreSQL schema holding the migrated tables and the three categories
+ * ({@link seedPostgres}).
+ */
+export const PETSTORE_BACKENDS = {
+  'fastify-petstore': { categories: 'memory', rateLimits: 'memory' },
+  'express-petstore': { categories: 'memory', rateLimits: 'memory' },
+  'fastify-petstore-redis': { categories: 'memory', rateLimits: 'redis' },
+  'express-petstore-redis': { categories: 'memory', rateLimits: 'redis' },
+  'fastify-petstore-postgres-limits': { categories: 'memory', rateLimits: 'postgres' },
+  'fastify-petstore-postgres': { categories: 'postgres', rateLimits: 'postgres' },
+  'fastify-petstore-postgres-redis': { categories: 'postgres', rateLimits: 'redis' },
+} as const satisfies Partial<Record<ServerName, { categories: Backend; rateLimits: Backend }>>;
+export type PetstoreServerName = keyof typeof PETSTORE_BACKENDS;
+
+const isPetstoreServer = (name: ServerName): name is PetstoreServerName => Object.hasOwn(PETSTORE_BACKENDS, name);
+
+/** Whether a server needs Redis (`redisUrl`) or PostgreSQL (`postgres`) of {@link ServerDatabases}. */
+export function serverNeeds(name: ServerName): { redis: boolean; postgres: boolean } {
+  const backends = isPetstoreServer(name) ? PETSTORE_BACKENDS[name] : undefined;
+  return {
+    redis: name.includes('-redis'),
+    postgres: backends !== undefined && (backends.categories === 'postgres' || backends.rateLimits === 'postgres'),
+  };
+}
+
+/** The databases a server connects to; its PostgreSQL stores use the tables of `postgres.schema`. */
+export interface ServerDatabases {
+  redisUrl?: string;
+  postgres?: { url: string; schema: string };
+}
+
+/** Connections of each server's `pg.Pool`. */
+export const POSTGRES_POOL_SIZE = 10;
+
+/**
+ * Brings `schema` up to date with `migratePostgres` and fills its categories table with {@link CATEGORIES} (ids
+ * 1–3 from a new table's identity column), once, before the `*-postgres*` servers start: they only read it.
+ * @throws Error when the table already holds other categories (the servers would answer another body).
+ */
+export async function seedPostgres(pool: pg.Pool, schema: string): Promise<void> {
+  await migratePostgres({ pool, schema });
+  const categories = postgresCategoryStore({ pool, schema });
+  if ((await categories.list()).length === 0) await createCategories(categories);
+  const stored = await categories.list();
+  if (JSON.stringify(stored) !== JSON.stringify(CATEGORIES)) {
+    throw new Error(`the categories table of schema ${schema} holds ${JSON.stringify(stored)}, not the benchmark's three categories`);
+  }
+}
+
+async function createCategories(categories: CategoryStore): Promise<void> {
   for (const { name, description } of CATEGORIES) {
     await categories.create(description === undefined ? { name } : { name, description });
   }
+}
+
+async function ourPetstore(
+  name: PetstoreServerName,
+  stores: { redis: Redis | undefined; pool: pg.Pool | undefined; schema: string | undefined },
+  keys: string[],
+): Promise<Petstore> {
+  const backends: { categories: Backend; rateLimits: Backend } = PETSTORE_BACKENDS[name];
+  const { redis, pool, schema } = stores;
+  let categories: CategoryStore;
+  if (backends.categories === 'postgres') {
+    categories = postgresCategoryStore({ pool: pool as pg.Pool, schema });
+  } else {
+    categories = memoryCategoryStore();
+    await createCategories(categories);
+  }
+  const store: RateLimitStore =
+    backends.rateLimits === 'redis'
+      ? redisRateLimitStore({ client: redis as Redis })
+      : backends.rateLimits === 'postgres'
+        ? postgresRateLimitStore({ pool: pool as pg.Pool, schema })
+        : memoryRateLimitStore();
   return createPetstore({
     apiKeys: staticApiKeys(keys.map((key) => ({ key, plan: 'enterprise', limits: { requestsPerMinute: HUGE, requestsPerDay: HUGE } }))),
     categories,
@@ -77,21 +157,46 @@ function expressBearer(): express.RequestHandler {
   };
 }
 
-/** A running benchmark server. `redisCommands()` counts the commands its Redis client sent (round trips). */
+/**
+ * A running benchmark server. `redisCommands()` counts the commands its Redis client sent (round trips),
+ * `postgresStatements()` the statements its `pg.Pool` ran (each one round trip).
+ */
 export interface BenchServer {
   port: number;
   redisCommands(): number;
+  postgresStatements(): number;
   close(): Promise<void>;
 }
 
 /**
- * Starts one server on 127.0.0.1, port 0, accepting `keys`. `fastify-peer-redis-pipelined` is
- * `fastify-peer-redis` with ioredis's `enableAutoPipelining`, an option its users can set on their client.
+ * Starts one server on 127.0.0.1, port 0, accepting `keys`, on the databases it needs ({@link serverNeeds}).
+ * `fastify-peer-redis-pipelined` is `fastify-peer-redis` with ioredis's `enableAutoPipelining`, an option its
+ * users can set on their client.
  */
-export async function startServer(name: ServerName, redisUrl: string | undefined, keys: string[] = [BENCH_KEY]): Promise<BenchServer> {
-  const redis = name.includes('-redis')
-    ? new Redis(redisUrl as string, { enableOfflineQueue: true, enableAutoPipelining: name.endsWith('-pipelined') })
+export async function startServer(name: ServerName, databases: ServerDatabases, keys: string[] = [BENCH_KEY]): Promise<BenchServer> {
+  const needs = serverNeeds(name);
+  if (needs.redis && databases.redisUrl === undefined) throw new Error(`${name} needs Redis`);
+  if (needs.postgres && databases.postgres === undefined) throw new Error(`${name} needs PostgreSQL`);
+  const redis = needs.redis
+    ? new Redis(databases.redisUrl as string, { enableOfflineQueue: true, enableAutoPipelining: name.endsWith('-pipelined') })
     : undefined;
+  // idleTimeoutMillis 0: connections stay open between the rounds, as on a busy server, so no round pays for
+  // connecting (a new PostgreSQL backend process each).
+  const pool = needs.postgres
+    ? new pg.Pool({ connectionString: databases.postgres?.url, max: POSTGRES_POOL_SIZE, idleTimeoutMillis: 0 })
+    : undefined;
+  // An idle connection that drops emits 'error' on the pool; without a listener it would end the process.
+  pool?.on('error', (error) => console.error(`${name}: an idle PostgreSQL connection failed: ${error.message}`));
+  // Every statement of the stores goes through pool.query: count them there.
+  let statements = 0;
+  if (pool) {
+    const query = pool.query.bind(pool);
+    pool.query = ((...args: Parameters<typeof query>) => {
+      statements += 1;
+      return query(...args);
+    }) as typeof pool.query;
+  }
+  const postgresStatements = () => statements;
   // Every request to Redis, whatever the library, goes through sendCommand: count them at the client.
   let commands = 0;
   if (redis) {
@@ -102,9 +207,11 @@ export async function startServer(name: ServerName, redisUrl: string | undefined
     }) as typeof redis.sendCommand;
   }
   const redisCommands = () => commands;
-  const closeRedis = async () => {
+  const closeDatabases = async () => {
     if (redis) await redis.quit();
+    if (pool) await pool.end();
   };
+  const stores = { redis, pool, schema: databases.postgres?.schema };
   if (name.startsWith('fastify')) {
     const app = Fastify({ logger: false });
     if (name === 'fastify-bare') {
@@ -126,17 +233,19 @@ export async function startServer(name: ServerName, redisUrl: string | undefined
         ...(redis ? { redis } : {}),
       });
       app.get('/v1/categories', async () => CATEGORIES);
+    } else if (isPetstoreServer(name)) {
+      await app.register(petstoreFastify, { prefix: '/v1', petstore: await ourPetstore(name, stores, keys) });
     } else {
-      const store = redis ? redisRateLimitStore({ client: redis }) : memoryRateLimitStore();
-      await app.register(petstoreFastify, { prefix: '/v1', petstore: await ourPetstore(store, keys) });
+      throw new Error(`unknown server ${name}`);
     }
     await app.listen({ port: 0, host: '127.0.0.1' });
     return {
       port: (app.server.address() as AddressInfo).port,
       redisCommands,
+      postgresStatements,
       close: async () => {
         await app.close();
-        await closeRedis();
+        await closeDatabases();
       },
     };
   }
@@ -161,19 +270,21 @@ export async function startServer(name: ServerName, redisUrl: string | undefined
     app.get('/v1/categories', (_request, response) => {
       response.json(CATEGORIES);
     });
+  } else if (isPetstoreServer(name)) {
+    app.use('/v1', petstoreExpress({ petstore: await ourPetstore(name, stores, keys) }));
   } else {
-    const store = redis ? redisRateLimitStore({ client: redis }) : memoryRateLimitStore();
-    app.use('/v1', petstoreExpress({ petstore: await ourPetstore(store, keys) }));
+    throw new Error(`unknown server ${name}`);
   }
   const server = app.listen(0, '127.0.0.1');
   await once(server, 'listening');
   return {
     port: (server.address() as AddressInfo).port,
     redisCommands,
+    postgresStatements,
     close: async () => {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
-      await closeRedis();
+      await closeDatabases();
     },
   };
 }
