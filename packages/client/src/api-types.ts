@@ -33,13 +33,16 @@ export type ErrorCode =
   | 'validation_failed' // 400
   | 'invalid_json' // 400
   | 'invalid_content_type' // 400
+  | 'invalid_idempotency_key' // 400
   | 'unauthorized' // 401
   | 'not_found' // 404
   | 'method_not_allowed' // 405
+  | 'idempotency_key_in_flight' // 409
   | 'gone' // 410
   | 'payload_too_large' // 413
   | 'unsupported_encoding' // 415
   | 'expectation_failed' // 417
+  | 'idempotency_key_reused' // 422
   | 'header_fields_too_large' // 431
   | 'rate_limited' // 429
   | 'temporarily_banned' // 429

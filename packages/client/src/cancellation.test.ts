@@ -3,7 +3,7 @@
  * budget bounding attempts). Waits between attempts run on the fake clock; the attempt timers are real but
  * tiny (tens of ms), or run on vitest's fake timers where a test needs the default 10 s.
  */
-import { createServer, type Socket } from 'node:net';
+import { tcpTestServer } from './tcp-test-server.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_TIMEOUT_MS, createPetstoreClient } from './client.js';
 import type { PetstoreFetch } from './fetch-types.js';
@@ -64,8 +64,8 @@ describe('signal', () => {
   });
 
   it.each(abortBehaviours)('an aborted attempt is told by the signal, whatever the fetch does: it %s', async (_, step) => {
-    // retryUnsafe: a POST misread as a network error would be retried, after a wait.
-    const { client, requests, requested, time } = setup([step, created], { retry: { retryUnsafe: true }, timeoutMs: 60_000 });
+    // A create misread as a network error would be retried (creates are, with their Idempotency-Key), after a wait.
+    const { client, requests, requested, time } = setup([step, created], { timeoutMs: 60_000 });
     const controller = new AbortController();
     const pending = rejection(client.createCategory({ name: 'Dogs' }, { signal: controller.signal }));
     await requested(1);
@@ -168,16 +168,26 @@ describe('timeoutMs', () => {
     expect(client.lastRateLimit).toEqual({ limit: 60, remaining: 59, resetAtSeconds: 1_800_000_060 });
   });
 
-  it('a POST that times out is not retried: the server may have created the category', async () => {
+  it('a create that times out is retried with the same Idempotency-Key: if the first was executed, the server replays it', async () => {
     const { client, requests } = setup([neverAnswers, created], { timeoutMs: 30 });
-    expect(await rejection(client.createCategory({ name: 'Dogs' }))).toMatchObject({ code: 'timeout', attempts: 1 });
-    expect(requests).toHaveLength(1);
-  });
-
-  it('a POST that times out is retried with retryUnsafe', async () => {
-    const { client, requests } = setup([neverAnswers, created], { timeoutMs: 30, retry: { retryUnsafe: true } });
     await expect(client.createCategory({ name: 'Dogs' })).resolves.toEqual({ id: 1, name: 'Dogs' });
     expect(requests).toHaveLength(2);
+    expect(requests[0]?.init.signal?.aborted).toBe(true);
+    const [first, second] = requests.map((request) => request.init.headers['idempotency-key']);
+    expect(first).toMatch(/^"[0-9a-f-]{36}"$/);
+    expect(second).toBe(first);
+  });
+
+  it('an aborted create is not retried; calling again with the same idempotencyKey sends that key again', async () => {
+    const { client, requests, requested } = setup([neverAnswers, created], { timeoutMs: 60_000 });
+    const controller = new AbortController();
+    const pending = rejection(client.createCategory({ name: 'Dogs' }, { signal: controller.signal, idempotencyKey: 'create-dogs-1' }));
+    await requested(1);
+    controller.abort();
+    expect(await pending).toMatchObject({ code: 'aborted', attempts: 1 });
+    expect(requests).toHaveLength(1);
+    await expect(client.createCategory({ name: 'Dogs' }, { idempotencyKey: 'create-dogs-1' })).resolves.toEqual({ id: 1, name: 'Dogs' });
+    expect(requests.map((request) => request.init.headers['idempotency-key'])).toEqual(['"create-dogs-1"', '"create-dogs-1"']);
   });
 
   it(`defaults to ${DEFAULT_TIMEOUT_MS} ms`, async () => {
@@ -230,26 +240,15 @@ describe('with the global fetch over a real socket', () => {
    * arrive, `closed` when a client hangs up.
    */
   async function silentServer() {
-    const sockets: Socket[] = [];
     let gotData!: () => void;
     let hungUp!: () => void;
     const received = new Promise<void>((resolve) => (gotData = resolve));
     const closed = new Promise<void>((resolve) => (hungUp = resolve));
-    const server = createServer((socket) => {
-      sockets.push(socket);
+    const server = await tcpTestServer((socket) => {
       socket.on('data', gotData);
       socket.on('close', hungUp);
-      socket.on('error', () => {});
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const address = server.address();
-    if (address === null || typeof address === 'string') throw new Error('no port');
-    // Not awaiting close(): a connection undici keeps in its pool would hold it open for seconds.
-    const stop = () => {
-      server.close();
-      for (const socket of sockets) socket.destroy();
-    };
-    return { baseUrl: `http://127.0.0.1:${address.port}/v1`, received, closed, stop };
+    return { ...server, received, closed };
   }
 
   it('aborting a call sent on the wire closes its connection', async ({ onTestFinished }) => {

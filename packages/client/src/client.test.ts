@@ -24,12 +24,17 @@ describe('operations', () => {
     });
   });
 
-  it('createCategory sends POST /categories with a JSON body and returns the created Category', async () => {
+  it('createCategory sends POST /categories with a JSON body and an Idempotency-Key, and returns the created Category', async () => {
     const { client, requests } = setup([{ status: 201, body: dogs }]);
     await expect(client.createCategory({ name: 'Dogs', description: 'Canine breeds' })).resolves.toEqual(dogs);
     expect(requests[0]?.init).toEqual({
       method: 'POST',
-      headers: { authorization: 'Bearer secret-key', accept: 'application/json', 'content-type': 'application/json' },
+      headers: {
+        authorization: 'Bearer secret-key',
+        accept: 'application/json',
+        'content-type': 'application/json',
+        'idempotency-key': expect.stringMatching(/^"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"$/),
+      },
       body: '{"name":"Dogs","description":"Canine breeds"}',
       signal: expect.any(AbortSignal),
     });

@@ -1,12 +1,13 @@
 /**
  * `createPetstoreClient`: the two category operations over any fetch implementation, with typed errors,
- * the last `X-RateLimit-*` state, retries that honour `Retry-After`, per-call cancellation and per-attempt
- * timeouts.
+ * the last `X-RateLimit-*` state, retries that honour `Retry-After` (creates made safe to retry by an
+ * `Idempotency-Key`), per-call cancellation and per-attempt timeouts.
  */
 import type { Category, NewCategory } from './api-types.js';
 import { attemptSignal, raceAbort, sleepWithTimers } from './abort.js';
 import { PetstoreClientError, type PetstoreClientErrorCode } from './errors.js';
 import type { PetstoreFetch, PetstoreFetchInit } from './fetch-types.js';
+import { checkIdempotencyKey, newIdempotencyKey, serializeIdempotencyKey } from './idempotency.js';
 import { isConnectionNotEstablished } from './network.js';
 import { readRateLimitInfo, type RateLimitInfo } from './rate-limit-info.js';
 import { backoffDelayMs, parseRetryAfter, resolveRetryOptions, type RetryOptions } from './retry.js';
@@ -51,9 +52,26 @@ export interface PetstoreCallOptions {
    * Cancels the call. When it aborts — before the call, during an attempt (the attempt's fetch signal aborts
    * too) or during a wait between attempts — the call rejects at once with a {@link PetstoreClientError}
    * whose `code` is `aborted` and whose `cause` is `signal.reason`, and sends nothing more. An `aborted`
-   * call is never retried. A POST aborted during its attempt may still have been executed by the server.
+   * call is never retried. A create aborted during its attempt may still have been executed by the server;
+   * calling `createCategory` again with the same `idempotencyKey` (see {@link PetstoreCreateOptions}) then
+   * answers that category instead of creating a second one.
    */
   signal?: AbortSignal | undefined;
+}
+
+/** Per-call options of {@link PetstoreClient.createCategory}: `signal`, plus the create's idempotency key. */
+export interface PetstoreCreateOptions extends PetstoreCallOptions {
+  /**
+   * The `Idempotency-Key` to send: 1 to 255 printable ASCII characters (U+0020–U+007E), e.g. a UUID; sent as a
+   * structured-field string (in double quotes, `"` and `\` escaped). By default every call makes a fresh random
+   * UUID. Pass your own to retry a create across calls (after `aborted`, after the call gave up, after a
+   * restart, with the key stored beside the work it belongs to): while the server keeps the key (24 hours by
+   * default), a create with the same key and the same NewCategory answers the first category again instead of
+   * creating another, and one with another NewCategory fails with 422 `idempotency_key_reused`. Keys are
+   * scoped to the API key. Use a new key for every distinct create.
+   * @throws TypeError (the call rejects before sending anything) when it is not such a string
+   */
+  idempotencyKey?: string | undefined;
 }
 
 /** A client of the petstore categories API. Create it with {@link createPetstoreClient}. */
@@ -67,14 +85,20 @@ export interface PetstoreClient {
    */
   listCategories(options?: PetstoreCallOptions): Promise<Category[]>;
   /**
-   * `POST /categories` with the NewCategory as a JSON body.
-   * @param options `signal` to cancel the call; see {@link PetstoreCallOptions}
-   * @returns the created Category, with the id the service assigned
-   * @throws {@link PetstoreClientError} (`validation_failed`, `unauthorized`, `rate_limited`, `timeout`, …);
-   *   retried only where the category cannot have been created (see {@link createPetstoreClient});
-   *   `aborted` at once when `options.signal` aborts
+   * `POST /categories` with the NewCategory as a JSON body and an `Idempotency-Key` header: a fresh random UUID
+   * per call, or `options.idempotencyKey`. Every retry of the call sends the same key, so a retry after a 503,
+   * a dropped connection or a timeout — when the first request may have created the category — gets that
+   * category back (a replay) instead of creating a second one.
+   * @param options `signal` to cancel the call, `idempotencyKey` to choose the key; see {@link PetstoreCreateOptions}
+   * @returns the created Category, with the id the service assigned (the same Category when the answer is a
+   *   replay of an earlier create with the same key)
+   * @throws TypeError when `options.idempotencyKey` is given but is not 1 to 255 printable ASCII characters, or
+   *   when no key is given and the runtime has no global `crypto` to make one; nothing is sent
+   * @throws {@link PetstoreClientError} (`validation_failed`, `unauthorized`, `rate_limited`,
+   *   `idempotency_key_reused`, `timeout`, …) once retries, if any, are exhausted (see
+   *   {@link createPetstoreClient}); `aborted` at once when `options.signal` aborts
    */
-  createCategory(newCategory: NewCategory, options?: PetstoreCallOptions): Promise<Category>;
+  createCategory(newCategory: NewCategory, options?: PetstoreCreateOptions): Promise<Category>;
   /**
    * The `X-RateLimit-*` values of the last answer that carried them (successes and errors alike, retries
    * included); `undefined` before the first such answer.
@@ -88,6 +112,16 @@ type RetryClass = 'safe' | 'unsafe' | 'never';
 type AttemptOutcome<T> =
   | { ok: true; value: T }
   | { ok: false; error: PetstoreClientError; retry: RetryClass; retryAfterMs: number | undefined };
+
+/**
+ * How an error answer may be retried: a 429 other than a ban and a 409 `idempotency_key_in_flight` were
+ * refused before anything was executed; a 503 may have been executed; anything else is final.
+ */
+function retryClassOf(status: number, code: PetstoreClientErrorCode): RetryClass {
+  if (status === 429) return code === 'temporarily_banned' ? 'never' : 'safe';
+  if (status === 409) return code === 'idempotency_key_in_flight' ? 'safe' : 'never';
+  return status === 503 ? 'unsafe' : 'never';
+}
 
 function isCategory(value: unknown): value is Category {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
@@ -130,18 +164,21 @@ function describeNetworkError(error: unknown): string {
  * (requests sent). A failure that is not retried is thrown after one request.
  *
  * **Retries.** A call sends at most `retry.maxAttempts` requests (default 4) within `retry.maxElapsedMs`
- * (default 30 000 ms, measured with `now()` from the call's start). Retried:
- * - 429 `rate_limited` (any 429 except `temporarily_banned`): safe for GET and POST alike, since the server
- *   refuses before executing anything;
- * - 503 (e.g. `service_unavailable`): GET only; a POST only with `retry.retryUnsafe: true`, since the create
- *   may have been applied;
- * - network errors: GET always; a POST only when the connection was never established (`ECONNREFUSED`,
- *   `ENOTFOUND`, … — see {@link CONNECTION_NOT_ESTABLISHED_CODES}), or with `retry.retryUnsafe: true`;
- * - `timeout` of one attempt (`timeoutMs`, default 10 000 ms): like a network error after which the request
- *   may have been executed — GET always, a POST only with `retry.retryUnsafe: true`.
+ * (default 30 000 ms, measured with `now()` from the call's start). A create carries an `Idempotency-Key`,
+ * the same on every retry of the call, so the server answers a repeat of a create it already executed with
+ * that create's category (a replay) instead of creating another: creates are retried like GETs. Retried:
+ * - 429 `rate_limited` (any 429 except `temporarily_banned`): the server refuses before executing anything;
+ * - 409 `idempotency_key_in_flight`: the first request with the key is still being processed; the retry
+ *   waits for its `Retry-After`;
+ * - 503 (e.g. `service_unavailable`): the create may have been applied, and then the retry is a replay;
+ * - network errors: a connection never established (`ECONNREFUSED`, `ENOTFOUND`, … — see
+ *   {@link CONNECTION_NOT_ESTABLISHED_CODES}), and one dropped after the request was sent (`ECONNRESET`,
+ *   socket closed, body cut off);
+ * - `timeout` of one attempt (`timeoutMs`, default 10 000 ms), like a network error after sending.
  *
- * Never retried: 429 `temporarily_banned` (a ban lasts its full term whatever is sent), 400, 401, 404, 405, 413,
- * 500, 507, `invalid_response`, `aborted`, and a `timeout` caused by the budget running out.
+ * Never retried: 429 `temporarily_banned` (a ban lasts its full term whatever is sent), 400 (among them
+ * `invalid_idempotency_key`), 401, 404, 405, 413, 422 `idempotency_key_reused`, 500, 507, `invalid_response`,
+ * `aborted`, and a `timeout` caused by the budget running out.
  *
  * Retry n (0 for the first) waits `max(Retry-After, random × min(maxDelayMs, baseDelayMs × 2^n))` ms:
  * never sooner than `Retry-After` allows, and exponential backoff with full jitter on top of it (defaults
@@ -238,9 +275,7 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
             ...details,
             cause: json.ok ? undefined : json.cause,
           });
-      const retryClass: RetryClass =
-        status === 429 ? (error.code === 'temporarily_banned' ? 'never' : 'safe') : status === 503 ? 'unsafe' : 'never';
-      return { ok: false, error, retry: retryClass, retryAfterMs: retryAfter?.delayMs };
+      return { ok: false, error, retry: retryClassOf(status, error.code), retryAfterMs: retryAfter?.delayMs };
     } finally {
       deadline.dispose();
     }
@@ -249,7 +284,8 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
   async function send<T>(init: PetstoreFetchInit, accept: (value: unknown) => value is T, callOptions: PetstoreCallOptions | undefined): Promise<T> {
     const signal = callOptions?.signal ?? undefined;
     const startedAt = now();
-    const idempotent = init.method === 'GET';
+    // A create is idempotent through its key: a repeat the server already executed is answered with a replay.
+    const idempotent = init.method === 'GET' || init.headers['idempotency-key'] !== undefined;
     let budgetLeftMs = retry.maxElapsedMs;
     for (let attempts = 1; ; attempts++) {
       if (signal?.aborted) throw abortedError(init, signal, attempts - 1);
@@ -280,16 +316,20 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
         (value): value is Category[] => Array.isArray(value) && value.every(isCategory),
         callOptions,
       ),
-    createCategory: (newCategory, callOptions) =>
-      send(
+    createCategory: async (newCategory, callOptions) => {
+      const given = callOptions?.idempotencyKey;
+      // One key per call, made before the first attempt: every retry sends the same.
+      const idempotencyKey = serializeIdempotencyKey(given === undefined ? newIdempotencyKey() : checkIdempotencyKey(given));
+      return send(
         {
           method: 'POST',
-          headers: { authorization, accept: 'application/json', 'content-type': 'application/json' },
+          headers: { authorization, accept: 'application/json', 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
           body: JSON.stringify(newCategory),
         },
         isCategory,
         callOptions,
-      ),
+      );
+    },
     get lastRateLimit() {
       return lastRateLimit;
     },

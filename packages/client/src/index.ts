@@ -1,7 +1,8 @@
 /**
  * @petstore/client — a fetch-based client of the petstore categories API: typed errors, the last
  * `X-RateLimit-*` state, retries that honour `Retry-After` with exponential backoff and full jitter,
- * per-call cancellation (`signal`) and per-attempt timeouts (`timeoutMs`).
+ * per-call cancellation (`signal`), per-attempt timeouts (`timeoutMs`), and an `Idempotency-Key` on every create
+ * so that creates are retried without creating twice.
  *
  * @packageDocumentation
  */
@@ -11,6 +12,7 @@ export {
   type PetstoreCallOptions,
   type PetstoreClient,
   type PetstoreClientOptions,
+  type PetstoreCreateOptions,
 } from './client.js';
 export {
   PetstoreClientError,

@@ -163,7 +163,7 @@ describe('bounds', () => {
   });
 });
 
-describe('safety of POST retries', () => {
+describe('which failures are retried', () => {
   it('retries a 503 for GET, honouring its Retry-After', async () => {
     const { client, requests, time } = setup([unavailable('5'), ok]);
     await expect(client.listCategories()).resolves.toEqual([]);
@@ -171,43 +171,28 @@ describe('safety of POST retries', () => {
     expect(time.sleeps).toEqual([5000]);
   });
 
-  it('does not retry a 503 for POST: the create may have been applied', async () => {
-    const { client, requests } = setup([unavailable('5'), created]);
-    const error = await rejection(client.createCategory({ name: 'Dogs' }));
-    expect(error).toMatchObject({ code: 'service_unavailable', status: 503, retryAfterSeconds: 5, attempts: 1 });
-    expect(requests).toHaveLength(1);
-  });
-
-  it('retries a 503 for POST with retryUnsafe', async () => {
-    const { client, requests } = setup([unavailable('5'), created], { retry: { retryUnsafe: true } });
+  it('retries a 503 for a create, honouring its Retry-After: the Idempotency-Key makes a repeat a replay', async () => {
+    const { client, requests, time } = setup([unavailable('5'), created]);
     await expect(client.createCategory({ name: 'Dogs' })).resolves.toEqual({ id: 1, name: 'Dogs' });
     expect(requests).toHaveLength(2);
+    expect(time.sleeps).toEqual([5000]);
   });
 
   it.each([
     ['global fetch (undici)', undiciConnectError('ECONNREFUSED')],
     ['node-fetch', nodeFetchSystemError('ECONNREFUSED')],
     ['happy eyeballs', new TypeError('fetch failed', { cause: new AggregateError([undiciConnectError('ECONNREFUSED').cause, nodeFetchSystemError('ECONNREFUSED')]) })],
-  ])('retries a POST whose connection was refused (%s)', async (_, refused) => {
+  ])('retries a create whose connection was refused (%s)', async (_, refused) => {
     const { client, requests, time } = setup([{ reject: refused }, created], { random: () => 0.5 });
     await expect(client.createCategory({ name: 'Dogs' })).resolves.toEqual({ id: 1, name: 'Dogs' });
     expect(requests).toHaveLength(2);
     expect(time.sleeps).toEqual([250]);
   });
 
-  it.each([
-    ['global fetch (undici)', undiciConnectError('ECONNRESET')],
-    ['node-fetch', nodeFetchSystemError('ECONNRESET')],
-    ['no code', new TypeError('fetch failed')],
-  ])('does not retry a POST after another network error (%s), unless retryUnsafe', async (_, reset) => {
-    const plain = setup([{ reject: reset }, created]);
-    const error = await rejection(plain.client.createCategory({ name: 'Dogs' }));
-    expect(error).toMatchObject({ code: 'network_error', status: 0, attempts: 1 });
-    expect(error.cause).toBe(reset);
-    expect(plain.requests).toHaveLength(1);
-    const unsafe = setup([{ reject: reset }, created], { retry: { retryUnsafe: true } });
-    await expect(unsafe.client.createCategory({ name: 'Dogs' })).resolves.toMatchObject({ id: 1 });
-    expect(unsafe.requests).toHaveLength(2);
+  it('retries a create whose answer body could not be read', async () => {
+    const { client, requests } = setup([{ status: 503, bodyError: new TypeError('terminated') }, created]);
+    await expect(client.createCategory({ name: 'Dogs' })).resolves.toEqual({ id: 1, name: 'Dogs' });
+    expect(requests).toHaveLength(2);
   });
 
   it('retries any network error for GET', async () => {
@@ -216,10 +201,14 @@ describe('safety of POST retries', () => {
     expect(requests).toHaveLength(3);
   });
 
-  it('does not retry a POST whose answer body could not be read', async () => {
-    const { client, requests } = setup([{ status: 503, bodyError: new TypeError('terminated') }, created]);
-    expect(await rejection(client.createCategory({ name: 'Dogs' }))).toMatchObject({ code: 'network_error', attempts: 1 });
-    expect(requests).toHaveLength(1);
+  it('retryUnsafe changes nothing: creates are retried without it, and the other failures are final with it', async () => {
+    for (const retryUnsafe of [false, true]) {
+      const dropped = setup([{ reject: undiciConnectError('ECONNRESET') }, created], { retry: { retryUnsafe } });
+      await expect(dropped.client.createCategory({ name: 'Dogs' })).resolves.toMatchObject({ id: 1 });
+      expect(dropped.requests).toHaveLength(2);
+      const failed = setup([errorAnswer(500, 'internal_error'), created], { retry: { retryUnsafe } });
+      expect(await rejection(failed.client.createCategory({ name: 'Dogs' }))).toMatchObject({ code: 'internal_error', attempts: 1 });
+    }
   });
 });
 

@@ -25,9 +25,13 @@ export interface RetryOptions {
   /** Cap of the exponential backoff in ms (before jitter). Default 8 000. */
   maxDelayMs?: number;
   /**
-   * Also retry failures after which the request may have been executed: a 503 or a network error other
-   * than a connection that was never established, on a POST (`createCategory`). Retrying these can create
-   * a category twice. Default false.
+   * Also retry failures after which a request that is not idempotent may have been executed (a 503, a
+   * network error other than a connection that was never established, an attempt's `timeout`). Default false.
+   *
+   * @deprecated Has no effect: every `createCategory` call sends an `Idempotency-Key` (the same on each of
+   * its retries), so those failures are retried for creates anyway — a repeat of a create the server already
+   * executed is answered with a replay of its category, not a second category. Kept so that existing settings
+   * still compile.
    */
   retryUnsafe?: boolean;
 }

@@ -114,6 +114,33 @@ export function undiciConnectError(code: string): TypeError {
   return new TypeError('fetch failed', { cause: Object.assign(new Error(`connect ${code} 127.0.0.1:9`), { code, syscall: 'connect' }) });
 }
 
+/**
+ * What the global fetch (undici) rejects with when the connection drops after the request was sent: the peer
+ * closed it (`close`: a `SocketError` 'other side closed', code `UND_ERR_SOCKET`) or reset it (`reset`:
+ * `read ECONNRESET`).
+ */
+export function undiciDroppedError(how: 'close' | 'reset'): TypeError {
+  const cause =
+    how === 'close'
+      ? Object.assign(new Error('other side closed'), { name: 'SocketError', code: 'UND_ERR_SOCKET' })
+      : Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET', errno: -104, syscall: 'read' });
+  return new TypeError('fetch failed', { cause });
+}
+
+/**
+ * What node-fetch v3 rejects with when the connection drops after the request was sent: a `FetchError` with
+ * code `ECONNRESET`, 'socket hang up' when the peer closed it (`close`), 'read ECONNRESET' when it reset it.
+ */
+export function nodeFetchDroppedError(how: 'close' | 'reset'): Error {
+  const reason = how === 'close' ? 'socket hang up' : 'read ECONNRESET';
+  return Object.assign(new Error(`request to http://127.0.0.1:9/v1/categories failed, reason: ${reason}`), {
+    name: 'FetchError',
+    type: 'system',
+    code: 'ECONNRESET',
+    errno: 'ECONNRESET',
+  });
+}
+
 /** node-fetch v3's `FetchError` for a system error: the code is on the error itself. */
 export function nodeFetchSystemError(code: string): Error {
   return Object.assign(new Error(`request to http://127.0.0.1:9/v1/categories failed, reason: ${code}`), {

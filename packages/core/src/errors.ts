@@ -12,15 +12,21 @@
  * - `invalid_json` 400: the body is empty, not valid UTF-8, not valid JSON, or over the nesting or member bound.
  * - `invalid_content_type` 400: a body-carrying request without `Content-Type: application/json` (the
  *   contract puts a missing JSON content type under 400, so this is not 415).
+ * - `invalid_idempotency_key` 400: the `Idempotency-Key` header of a create is not one structured-field string of
+ *   1–255 printable ASCII characters (draft-ietf-httpapi-idempotency-key-header).
  * - `unauthorized` 401: the API key is missing or invalid.
  * - `not_found` 404: no operation at this path under the API prefix.
  * - `method_not_allowed` 405: the path exists but not with this method; the answer carries `Allow`.
+ * - `idempotency_key_in_flight` 409: a create with the same `Idempotency-Key` is still being processed; carries
+ *   `Retry-After`.
  * - `gone` 410: the operation is past its sunset date (RFC 8594).
  * - `payload_too_large` 413: the body is over the configured limit (default 1 MiB).
  * - `unsupported_encoding` 415: the body is sent with a transfer coding other than `chunked` or a content
  *   coding other than `identity` (RFC 9110 §15.5.16); the answer carries `Accept-Encoding: identity`.
  * - `expectation_failed` 417: the request's `Expect` holds something other than `100-continue` (RFC 9110
  *   §10.1.1).
+ * - `idempotency_key_reused` 422: the `Idempotency-Key` was used for a create with another body; nothing was
+ *   created.
  * - `header_fields_too_large` 431: the server dropped header fields past its limit (Node 20 does so
  *   silently past `maxHeadersCount`), so a header sent twice may have gone unseen (RFC 6585 §5).
  * - `rate_limited` 429: a rate-limit window is exhausted; carries `Retry-After`.
@@ -36,13 +42,16 @@ export const ERROR_STATUS = {
   validation_failed: 400,
   invalid_json: 400,
   invalid_content_type: 400,
+  invalid_idempotency_key: 400,
   unauthorized: 401,
   not_found: 404,
   method_not_allowed: 405,
+  idempotency_key_in_flight: 409,
   gone: 410,
   payload_too_large: 413,
   unsupported_encoding: 415,
   expectation_failed: 417,
+  idempotency_key_reused: 422,
   header_fields_too_large: 431,
   rate_limited: 429,
   temporarily_banned: 429,

@@ -142,7 +142,11 @@ const DeprecationSchema = v.pipe(
 
 const petstoreEntries = {
   apiKeys: implementing('an ApiKeyStore (an object with findPrincipal(apiKeyHash); staticApiKeys([...]) makes one)', ['findPrincipal']),
-  categories: implementing('a CategoryStore (an object with list() and create(newCategory))', ['list', 'create']),
+  categories: implementing('a CategoryStore (an object with list(), create(newCategory) and createIdempotent(newCategory, request))', [
+    'list',
+    'create',
+    'createIdempotent',
+  ]),
   rateLimit: RateLimitOptionsSchema,
   handlers: v.optional(
     v.strictObject(
@@ -170,6 +174,7 @@ const petstoreEntries = {
   ),
   clock: v.optional(ClockSchema),
   bodyLimitBytes: v.optional(wholeNumber(1)),
+  idempotency: v.optional(object({ retentionMs: v.optional(wholeNumber(1000)) }, 'the idempotency options ({ retentionMs? })')),
   realm: v.optional(v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty'))),
   basePath: v.optional(
     v.pipe(v.string('must be a string'), v.regex(/^(?:|\/.*[^/])$/, 'must be empty or start with "/" and not end with "/"')),

@@ -1,4 +1,4 @@
-import { PetstoreError, type Category, type CategoryStore, type NewCategory } from '@petstore/core';
+import { PetstoreError, type Category, type CategoryStore, type IdempotentCreateRequest, type IdempotentCreateResult, type NewCategory } from '@petstore/core';
 import { LRUCache } from 'lru-cache';
 
 /** Options of {@link memoryCategoryStore}. */
@@ -9,6 +9,12 @@ export interface MemoryCategoryStoreOptions {
    * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#errors
    */
   maxCategories?: number;
+  /**
+   * Most idempotency records held (one per create sent with an `Idempotency-Key`, kept for the request's
+   * `retentionMs`). Past it the least recently used record is dropped first, and a retry with its key would
+   * create again. Default 100,000 (about 200 bytes each).
+   */
+  maxIdempotencyKeys?: number;
 }
 
 /** A {@link CategoryStore} in process memory. */
@@ -16,23 +22,34 @@ export interface MemoryCategoryStore extends CategoryStore {
   /** Every category in id order: one frozen array until the next create. */
   list(): Promise<readonly Category[]>;
   create(newCategory: NewCategory): Promise<Category>;
+  createIdempotent(newCategory: NewCategory, request: IdempotentCreateRequest): Promise<IdempotentCreateResult>;
 }
 
 /** Default of {@link MemoryCategoryStoreOptions.maxCategories}. */
 export const DEFAULT_MAX_CATEGORIES = 10_000;
 
+/** Default of {@link MemoryCategoryStoreOptions.maxIdempotencyKeys}. */
+export const DEFAULT_MAX_IDEMPOTENCY_KEYS = 100_000;
+
 /**
  * A category store in process memory, bounded by `maxCategories`. Ids start at 1 and increase by 1 per
  * create (a safe integer, the contract's int64). Records are frozen, so callers cannot alter stored data; `list()`
- * answers one frozen array until the next create.
+ * answers one frozen array until the next create. `createIdempotent` looks up the key's record and creates and
+ * records in one synchronous step, so it is atomic; records expire after the request's `retentionMs` and are
+ * bounded by `maxIdempotencyKeys`.
  *
- * @throws TypeError when `maxCategories` is not a whole number ≥ 1.
+ * @throws TypeError when `maxCategories` or `maxIdempotencyKeys` is not a whole number ≥ 1.
  */
 export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): MemoryCategoryStore {
   const maxCategories = options.maxCategories ?? DEFAULT_MAX_CATEGORIES;
   if (!Number.isSafeInteger(maxCategories) || maxCategories < 1) {
     throw new TypeError(`maxCategories must be a whole number >= 1, got ${String(maxCategories)}`);
   }
+  const maxIdempotencyKeys = options.maxIdempotencyKeys ?? DEFAULT_MAX_IDEMPOTENCY_KEYS;
+  if (!Number.isSafeInteger(maxIdempotencyKeys) || maxIdempotencyKeys < 1) {
+    throw new TypeError(`maxIdempotencyKeys must be a whole number >= 1, got ${String(maxIdempotencyKeys)}`);
+  }
+  const idempotency = new LRUCache<string, { fingerprint: string; category: Category }>({ max: maxIdempotencyKeys });
   // Only set() and rvalues() are used, never get(): recency order stays insertion order, i.e. id order.
   const records = new LRUCache<number, Category>({ max: maxCategories });
   let lastId = 0;
@@ -49,21 +66,34 @@ export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): M
       return snapshot;
     },
     async create(newCategory: NewCategory) {
-      if (records.size >= maxCategories) {
-        throw new PetstoreError(
-          'storage_full',
-          `The category store is full (${maxCategories} categories); nothing was created.`,
-        );
+      return create(newCategory);
+    },
+    async createIdempotent(newCategory: NewCategory, request: IdempotentCreateRequest): Promise<IdempotentCreateResult> {
+      const recorded = idempotency.get(request.key);
+      if (recorded !== undefined) {
+        return recorded.fingerprint === request.fingerprint ? { outcome: 'replayed', category: recorded.category } : { outcome: 'mismatch' };
       }
-      lastId += 1;
-      const category: Category = Object.freeze({
-        id: lastId,
-        name: newCategory.name,
-        ...(newCategory.description !== undefined ? { description: newCategory.description } : {}),
-      });
-      records.set(category.id, category);
-      snapshot = undefined;
-      return category;
+      const category = create(newCategory);
+      idempotency.set(request.key, { fingerprint: request.fingerprint, category }, { ttl: request.retentionMs });
+      return { outcome: 'created', category };
     },
   };
+
+  function create(newCategory: NewCategory): Category {
+    if (records.size >= maxCategories) {
+      throw new PetstoreError(
+        'storage_full',
+        `The category store is full (${maxCategories} categories); nothing was created.`,
+      );
+    }
+    lastId += 1;
+    const category: Category = Object.freeze({
+      id: lastId,
+      name: newCategory.name,
+      ...(newCategory.description !== undefined ? { description: newCategory.description } : {}),
+    });
+    records.set(category.id, category);
+    snapshot = undefined;
+    return category;
+  }
 }

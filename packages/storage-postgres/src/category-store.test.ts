@@ -3,6 +3,7 @@
  * one statement per call, clear errors for a missing table and a database that is away or slow, and options
  * refused when the store is created.
  */
+import { createHash } from 'node:crypto';
 import { isPetstoreError, PetstoreError } from '@petstore/core';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -12,6 +13,12 @@ import { countStatements } from './test-support/count-statements.js';
 import { connectPool, migratedSchema, skipPostgres, uniqueSchema } from './test-support/postgres.js';
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
+
+/** An idempotent create's request: key and fingerprint are 64 hex characters made of `label` and `body`. */
+function idempotent(label: string, body = 'body', retentionMs = 60_000) {
+  const hex = (text: string) => createHash('sha256').update(text).digest('hex');
+  return { key: hex(label), fingerprint: hex(body), retentionMs };
+}
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
   return promise.then(
@@ -55,6 +62,141 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
     expect(statements.count).toBe(2);
   });
 
+  it('sends one statement per idempotent create, whatever it answers', async () => {
+    const { pool, schema } = await migratedSchema();
+    const store = postgresCategoryStore({ pool, schema });
+    const statements = countStatements(pool);
+    expect(await store.createIdempotent({ name: 'Dogs', description: 'Canine' }, idempotent('k1'))).toMatchObject({ outcome: 'created' });
+    expect(await store.createIdempotent({ name: 'Dogs', description: 'Canine' }, idempotent('k1'))).toMatchObject({ outcome: 'replayed' });
+    expect(await store.createIdempotent({ name: 'Cats' }, idempotent('k1', 'other'))).toEqual({ outcome: 'mismatch' });
+    expect(statements.count).toBe(3);
+    for (const text of statements.texts) expect(text).toMatch(/^SELECT .* FROM "[^"]+"\."petstore_categories_create_idempotent"\(\$1, \$2, \$3, \$4, \$5\)/);
+  });
+
+  it('keeps each record for retentionMs by the database clock, with the category id; a replay or mismatch writes nothing', async () => {
+    const { pool, schema } = await migratedSchema();
+    const store = postgresCategoryStore({ pool, schema });
+    const request = idempotent('k1', 'body', 30_000);
+    const created = await store.createIdempotent({ name: 'Dogs', description: '' }, request);
+    expect(created).toEqual({ outcome: 'created', category: { id: 1, name: 'Dogs', description: '' } });
+    const records = `"${schema}".petstore_categories_idempotency`;
+    const read = async () =>
+      (
+        await pool.query<{ key: string; fingerprint: string; category_id: string; left_ms: string; xmin: string }>(
+          `SELECT key, fingerprint, category_id::text, xmin::text,
+             (expires_at_ms - floor(extract(epoch FROM clock_timestamp()) * 1000))::text AS left_ms FROM ${records}`,
+        )
+      ).rows;
+    const [row] = await read();
+    expect(row).toMatchObject({ key: request.key, fingerprint: request.fingerprint, category_id: '1' });
+    expect(Number(row?.left_ms)).toBeGreaterThan(29_000);
+    expect(Number(row?.left_ms)).toBeLessThanOrEqual(30_000);
+    expect(await store.createIdempotent({ name: 'Dogs', description: '' }, request)).toEqual({ outcome: 'replayed', category: { id: 1, name: 'Dogs', description: '' } });
+    expect(await store.createIdempotent({ name: 'Cats' }, idempotent('k1', 'other'))).toEqual({ outcome: 'mismatch' });
+    expect((await read())[0]?.xmin).toBe(row?.xmin); // the same row version: not rewritten
+    expect(await store.list()).toEqual([{ id: 1, name: 'Dogs', description: '' }]);
+  });
+
+  it('takes over an expired record: the key creates again and its record points at the new category', async () => {
+    const { pool, schema } = await migratedSchema();
+    const store = postgresCategoryStore({ pool, schema });
+    await store.createIdempotent({ name: 'first' }, idempotent('k1'));
+    await pool.query(`UPDATE "${schema}".petstore_categories_idempotency SET expires_at_ms = 0`);
+    expect(await store.createIdempotent({ name: 'second' }, idempotent('k1', 'another body'))).toEqual({
+      outcome: 'created',
+      category: { id: 2, name: 'second' },
+    });
+    expect(await store.createIdempotent({ name: 'second' }, idempotent('k1', 'another body'))).toEqual({
+      outcome: 'replayed',
+      category: { id: 2, name: 'second' },
+    });
+    const { rows } = await pool.query(`SELECT category_id::text AS id FROM "${schema}".petstore_categories_idempotency`);
+    expect(rows).toEqual([{ id: '2' }]);
+  });
+
+  it('deletes up to two expired records per new record, so expired ones go as new keys arrive', async () => {
+    const { pool, schema } = await migratedSchema();
+    const store = postgresCategoryStore({ pool, schema });
+    const records = `"${schema}".petstore_categories_idempotency`;
+    for (let i = 0; i < 5; i++) await store.createIdempotent({ name: `old ${i}` }, idempotent(`old ${i}`));
+    await pool.query(`UPDATE ${records} SET expires_at_ms = 1000 + category_id`); // long expired
+    const expiredLeft = async () => Number((await pool.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${records} WHERE expires_at_ms < 1e6`)).rows[0]?.n);
+    await store.createIdempotent({ name: 'new 1' }, idempotent('new 1'));
+    expect(await expiredLeft()).toBe(3);
+    // A replay and a mismatch delete nothing.
+    await store.createIdempotent({ name: 'new 1' }, idempotent('new 1'));
+    await store.createIdempotent({ name: 'new 1' }, idempotent('new 1', 'other'));
+    expect(await expiredLeft()).toBe(3);
+    await store.createIdempotent({ name: 'new 2' }, idempotent('new 2'));
+    await store.createIdempotent({ name: 'new 3' }, idempotent('new 3'));
+    expect(await expiredLeft()).toBe(0);
+    const { rows } = await pool.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${records}`);
+    expect(rows[0]?.n).toBe('3');
+    // The oldest went first; the categories stay (they are data).
+    expect((await store.list()).map((category) => category.name)).toEqual(['old 0', 'old 1', 'old 2', 'old 3', 'old 4', 'new 1', 'new 2', 'new 3']);
+  });
+
+  it('makes a call with a key another transaction is claiming wait for it, then answer its record (or create, after a rollback)', async () => {
+    const { pool, schema } = await migratedSchema();
+    const store = postgresCategoryStore({ pool, schema, timeoutMs: 5000 });
+    const claim = async (name: string, label: string) => {
+      const { key, fingerprint, retentionMs } = idempotent(label);
+      return holder.query(`SELECT * FROM "${schema}".petstore_categories_create_idempotent($1, $2, $3, $4, NULL)`, [key, fingerprint, retentionMs, name]);
+    };
+    /** Resolves once a statement on this schema waits for a lock (polled every 5 ms). */
+    const waitingForLock = async () => {
+      for (;;) {
+        const { rows } = await pool.query(
+          `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()`,
+          [schema],
+        );
+        if (rows.length > 0) return;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    };
+    const holder = await pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await claim('first', 'k1');
+      const waiting = store.createIdempotent({ name: 'first' }, idempotent('k1'));
+      await waitingForLock();
+      await holder.query('COMMIT');
+      expect(await waiting).toEqual({ outcome: 'replayed', category: { id: 1, name: 'first' } });
+
+      await holder.query('BEGIN');
+      await claim('rolled back', 'k2');
+      const next = store.createIdempotent({ name: 'kept' }, idempotent('k2'));
+      await waitingForLock();
+      await holder.query('ROLLBACK');
+      expect(await next).toMatchObject({ outcome: 'created', category: { name: 'kept' } });
+    } finally {
+      holder.release();
+    }
+    expect((await store.list()).map((category) => category.name)).toEqual(['first', 'kept']);
+  });
+
+  it('answers storage_full past the last id and records nothing', async () => {
+    const { pool, schema } = await migratedSchema();
+    const store = postgresCategoryStore({ pool, schema });
+    await pool.query(`ALTER TABLE "${schema}".petstore_categories ALTER COLUMN id RESTART WITH ${MAX_SAFE}`);
+    expect(await store.createIdempotent({ name: 'last' }, idempotent('last'))).toEqual({ outcome: 'created', category: { id: MAX_SAFE, name: 'last' } });
+    expect(await store.createIdempotent({ name: 'last' }, idempotent('last'))).toEqual({ outcome: 'replayed', category: { id: MAX_SAFE, name: 'last' } });
+    const refused = await rejection(store.createIdempotent({ name: 'one too many' }, idempotent('too many')));
+    expect(isPetstoreError(refused) && [refused.code, refused.status]).toEqual(['storage_full', 507]);
+    const { rows } = await pool.query(`SELECT category_id::text AS id FROM "${schema}".petstore_categories_idempotency`);
+    expect(rows).toEqual([{ id: String(MAX_SAFE) }]);
+  });
+
+  it('refuses a retentionMs that is not a whole number >= 1 before sending anything', async () => {
+    const { pool, schema } = await migratedSchema();
+    const store = postgresCategoryStore({ pool, schema });
+    const statements = countStatements(pool);
+    for (const retentionMs of [0, 2.5, Number.NaN]) {
+      await expect(store.createIdempotent({ name: 'x' }, idempotent('k', 'body', retentionMs))).rejects.toThrow(/retentionMs/);
+    }
+    expect(statements.count).toBe(0);
+  });
+
   it('keeps the created_at of every row, set by the database', async () => {
     const { pool, schema } = await migratedSchema();
     await postgresCategoryStore({ pool, schema }).create({ name: 'Dogs' });
@@ -75,9 +217,12 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
 
   it('answers 503 service_unavailable with Retry-After when the database is unreachable', async () => {
     const pool = connectPool({ connectionString: 'postgres://postgres@127.0.0.1:1/postgres' });
-    const refused = await rejection(postgresCategoryStore({ pool }).create({ name: 'x' }));
-    expect(refused).toBeInstanceOf(PetstoreError);
-    expect(refused).toMatchObject({ code: 'service_unavailable', status: 503, retryAfterSeconds: 5 });
+    const store = postgresCategoryStore({ pool });
+    for (const call of [() => store.create({ name: 'x' }), () => store.createIdempotent({ name: 'x' }, idempotent('down'))]) {
+      const refused = await rejection(call());
+      expect(refused).toBeInstanceOf(PetstoreError);
+      expect(refused).toMatchObject({ code: 'service_unavailable', status: 503, retryAfterSeconds: 5 });
+    }
   });
 
   it('answers 503 when a statement outlasts timeoutMs or the server cancels it (statement_timeout)', async () => {
@@ -104,7 +249,8 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
     const pool = new pg.Pool();
     expect(() => postgresCategoryStore({ pool, table: 'categories; DROP TABLE x' })).toThrow(TypeError);
     expect(() => postgresCategoryStore({ pool, schema: '1abc' })).toThrow(/schema must be/);
-    expect(() => postgresCategoryStore({ pool, table: 'x'.repeat(56) })).toThrow(TypeError);
+    expect(() => postgresCategoryStore({ pool, table: 'x'.repeat(46) })).toThrow(/categoriesTable must be 1-45/);
+    expect(() => postgresCategoryStore({ pool, table: 'x'.repeat(45) })).not.toThrow();
     expect(() => postgresCategoryStore({ pool, timeoutMs: 0 })).toThrow(/timeoutMs/);
     expect(() => postgresCategoryStore({ pool: {} as pg.Pool })).toThrow(/Pool/);
     void pool.end();

@@ -1,4 +1,11 @@
-import { PetstoreError, type Category, type CategoryStore, type NewCategory } from '@petstore/core';
+import {
+  PetstoreError,
+  type Category,
+  type CategoryStore,
+  type IdempotentCreateRequest,
+  type IdempotentCreateResult,
+  type NewCategory,
+} from '@petstore/core';
 import type { Pool } from 'pg';
 import { assertPool, assertWhole, DEFAULT_TIMEOUT_MS, runStatement } from './postgres-call.js';
 import { storeNames } from './schema.js';
@@ -14,11 +21,14 @@ export interface PostgresCategoryStoreOptions {
   pool: Pool;
   /** The schema of the table. Default `public`. */
   schema?: string;
-  /** The table, created by {@link migratePostgres}. Default `petstore_categories`. */
+  /**
+   * The table, created by {@link migratePostgres} with its idempotency records `<table>_idempotency` and the
+   * function `<table>_create_idempotent`. Default `petstore_categories`.
+   */
   table?: string;
   /**
-   * Deadline of one `list` or `create` in ms, the wait for a pooled connection included; past it the call throws
-   * `service_unavailable`. Default 1000.
+   * Deadline of one `list`, `create` or `createIdempotent` in ms, the wait for a pooled connection included; past it
+   * the call throws `service_unavailable`. Default 1000.
    */
   timeoutMs?: number;
 }
@@ -33,56 +43,104 @@ const SEQUENCE_EXHAUSTED = '2200H';
  * `list` is one `SELECT … ORDER BY id`. There is no `maxCategories`: bound the table with the database's own
  * means (quotas, monitoring).
  *
- * Errors (both methods):
+ * `createIdempotent` is one statement too, `SELECT … FROM <table>_create_idempotent(…)` (migration version 2): a
+ * PL/pgSQL function that, in the statement's transaction, answers the live record of `request.key` in
+ * `<table>_idempotency` (`replayed` with its category when the fingerprint is the request's, else `mismatch`;
+ * nothing written), or claims the key (a new record, or an expired one taken over), inserts the category as
+ * `create` does and stores its id in the record, which expires `request.retentionMs` after the database's clock
+ * (`clock_timestamp()`). Category and record commit together or not at all. A parallel call with the same key
+ * waits at its claim for the first call's transaction, then answers its record (`replayed`), so one key creates
+ * one category. Each created record deletes up to two expired ones (skipping rows other calls hold), so the
+ * records stay about as many as the live ones without a timer.
+ *
+ * Errors (every method):
  * - `PetstoreError('service_unavailable', …, { retryAfterSeconds: 5, cause })` (503 with `Retry-After`) when
  *   the database is unreachable, does not answer within `timeoutMs`, cancels the statement (`statement_timeout`)
  *   or is temporarily unable (starting, shutting down, too many connections, read-only during a failover). A
  *   `create` answered so **may or may not have been written**: the connection can drop after the database
- *   committed the row and before the answer arrived. Retrying it may therefore make a second category.
- * - `PetstoreError('storage_full')` (507) from `create` when the identity column has handed out 2^53 − 1, the
- *   largest id that survives JSON in every client; nothing is written.
- * - a plain Error (500) when the table is missing (run {@link migratePostgres}), a stored id is above 2^53 − 1
- *   (a row inserted by hand: refused rather than rounded), or the database answers with another error.
+ *   committed the row and before the answer arrived. Retrying it may therefore make a second category; retrying a
+ *   `createIdempotent` with the same key answers the record instead, if it was written.
+ * - `PetstoreError('storage_full')` (507) from `create` and `createIdempotent` when the identity column has handed
+ *   out 2^53 − 1, the largest id that survives JSON in every client; nothing is written, no record either.
+ * - a plain Error (500) when the table (or, for `createIdempotent`, migration version 2) is missing (run
+ *   {@link migratePostgres}), a stored id is above 2^53 − 1 (a row inserted by hand: refused rather than
+ *   rounded), or the database answers with another error.
+ * - a TypeError (500) from `createIdempotent` when `request.retentionMs` is not a whole number ≥ 1; nothing is
+ *   sent.
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#store-failures
  * @throws TypeError when `pool` is not a pool, `timeoutMs` is not a whole number ≥ 1, or `schema` / `table` is
- *   not a plain name (letters, digits, `_`).
+ *   not a plain name (letters, digits, `_`; a table up to 45 characters).
  */
 export function postgresCategoryStore(options: PostgresCategoryStoreOptions): CategoryStore {
   const { pool, timeoutMs = DEFAULT_TIMEOUT_MS } = options;
   assertPool(pool);
   assertWhole(timeoutMs, 'timeoutMs', 1);
-  const table = storeNames({ schema: options.schema, categoriesTable: options.table }).categories;
+  const names = storeNames({ schema: options.schema, categoriesTable: options.table });
+  const table = names.categories;
   // `c.id`: the column, not the text alias (which would sort "10" before "9").
   const listSql = `SELECT c.id::text AS id, c.name, c.description FROM ${table} AS c ORDER BY c.id`;
   const createSql = `INSERT INTO ${table} (name, description) VALUES ($1, $2) RETURNING id::text AS id`;
+  const createIdempotentSql = `SELECT r.outcome, r.id, r.name, r.description FROM ${names.createIdempotentFunction}($1, $2, $3, $4, $5) AS r`;
   const store = 'category store';
   type Row = { id: string; name: string; description: string | null };
+  type IdempotentRow = { outcome: 'created' | 'replayed' | 'mismatch'; id: string | null; name: string | null; description: string | null };
+
+  /** Runs a statement that inserts a category: an exhausted identity column is `storage_full`. */
+  async function inserting<R extends Row | IdempotentRow | { id: string }>(sql: string, values: unknown[]): Promise<R[]> {
+    try {
+      return await runStatement<R>(pool, store, timeoutMs, sql, values);
+    } catch (error) {
+      if ((error as { cause?: { code?: unknown } }).cause?.code === SEQUENCE_EXHAUSTED) {
+        throw new PetstoreError('storage_full', 'The category store has used every safe integer id; nothing was created.', { cause: error });
+      }
+      throw error;
+    }
+  }
+
+  /** The category created from `newCategory` with the stored id `text`. */
+  function createdCategory(text: string, newCategory: NewCategory): Category {
+    const id = categoryId(text);
+    return newCategory.description === undefined
+      ? { id, name: newCategory.name }
+      : { id, name: newCategory.name, description: newCategory.description };
+  }
 
   return {
     async list() {
       const rows = await runStatement<Row>(pool, store, timeoutMs, listSql, []);
-      return rows.map((row) => {
-        const id = categoryId(row.id);
-        return row.description === null ? { id, name: row.name } : { id, name: row.name, description: row.description };
-      });
+      return rows.map(categoryFromRow);
     },
     async create(newCategory: NewCategory) {
-      let rows: Array<{ id: string }>;
-      try {
-        rows = await runStatement<{ id: string }>(pool, store, timeoutMs, createSql, [newCategory.name, newCategory.description ?? null]);
-      } catch (error) {
-        if ((error as { cause?: { code?: unknown } }).cause?.code === SEQUENCE_EXHAUSTED) {
-          throw new PetstoreError('storage_full', 'The category store has used every safe integer id; nothing was created.', { cause: error });
-        }
-        throw error;
+      const rows = await inserting<{ id: string }>(createSql, [newCategory.name, newCategory.description ?? null]);
+      return createdCategory((rows[0] as { id: string }).id, newCategory);
+    },
+    async createIdempotent(newCategory: NewCategory, request: IdempotentCreateRequest): Promise<IdempotentCreateResult> {
+      assertWhole(request.retentionMs, 'retentionMs', 1);
+      const rows = await inserting<IdempotentRow>(createIdempotentSql, [
+        request.key,
+        request.fingerprint,
+        request.retentionMs,
+        newCategory.name,
+        newCategory.description ?? null,
+      ]);
+      const row = rows[0] as IdempotentRow;
+      switch (row.outcome) {
+        case 'created':
+          return { outcome: 'created', category: createdCategory(row.id as string, newCategory) };
+        case 'replayed':
+          return { outcome: 'replayed', category: categoryFromRow(row as Row) };
+        default:
+          return { outcome: 'mismatch' };
       }
-      const id = categoryId((rows[0] as { id: string }).id);
-      return newCategory.description === undefined
-        ? { id, name: newCategory.name }
-        : { id, name: newCategory.name, description: newCategory.description };
     },
   };
+}
+
+/** A stored row as a Category: no `description` key when the column is NULL. */
+function categoryFromRow(row: { id: string; name: string; description: string | null }): Category {
+  const id = categoryId(row.id);
+  return row.description === null ? { id, name: row.name } : { id, name: row.name, description: row.description };
 }
 
 /** A stored id as a number, refused (not rounded) past 2^53 − 1. */

@@ -6,7 +6,7 @@ import { runCategoryStoreConformance, runRateLimitStoreConformance } from '@pets
 import { describe, it } from 'vitest';
 import { postgresCategoryStore } from './category-store.js';
 import { postgresRateLimitStore } from './rate-limit-store.js';
-import { migratedSchema, skipPostgres } from './test-support/postgres.js';
+import { endPool, migratedSchema, skipPostgres } from './test-support/postgres.js';
 
 const test = { describe: describe.skipIf(skipPostgres), it };
 
@@ -28,6 +28,7 @@ runRateLimitStoreConformance(test, {
       async dropTtl(key) {
         await pool.query(`UPDATE ${table} SET expires_at_ms = NULL WHERE key = $1`, [key]);
       },
+      close: () => endPool(pool),
     };
   },
 });
@@ -38,6 +39,6 @@ runCategoryStoreConformance(test, {
   capabilities: { capacity: false },
   async createStore() {
     const { pool, schema } = await migratedSchema('cat');
-    return { store: postgresCategoryStore({ pool, schema }) };
+    return { store: postgresCategoryStore({ pool, schema }), close: () => endPool(pool) };
   },
 });

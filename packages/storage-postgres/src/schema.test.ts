@@ -14,13 +14,18 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     const pool = connectPool();
     const schema = uniqueSchema('mig');
     const first = await migratePostgres({ pool, schema });
-    expect(first.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_categories@1', 'petstore_rate_limits@1']);
+    expect(first.applied.map(({ table, version }) => `${table}@${version}`)).toEqual([
+      'petstore_categories@1',
+      'petstore_rate_limits@1',
+      'petstore_categories@2',
+    ]);
     expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
     const { rows } = await pool.query<{ table_name: string; version: number }>(
-      `SELECT table_name, version FROM "${schema}".petstore_migrations ORDER BY table_name`,
+      `SELECT table_name, version FROM "${schema}".petstore_migrations ORDER BY table_name, version`,
     );
     expect(rows).toEqual([
       { table_name: 'petstore_categories', version: 1 },
+      { table_name: 'petstore_categories', version: 2 },
       { table_name: 'petstore_rate_limits', version: 1 },
     ]);
     const store = postgresCategoryStore({ pool, schema });
@@ -32,7 +37,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
   it('applies each migration once when several instances start at the same moment', async () => {
     const schema = uniqueSchema('race');
     const reports = await Promise.all([connectPool(), connectPool(), connectPool()].map((pool) => migratePostgres({ pool, schema })));
-    expect(reports.flatMap((report) => report.applied)).toHaveLength(2);
+    expect(reports.flatMap((report) => report.applied)).toHaveLength(3);
   });
 
   it('keeps stores with their own table names apart in one schema, each with its own versions', async () => {
@@ -47,8 +52,84 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     const limits = postgresRateLimitStore({ pool, schema, table: 'shop_b_limits', time: 'request' });
     const result = await limits.consume('key:k', { windows: [{ name: 'minute', limit: 1, windowMs: 60_000 }], nowMs: 0, ban: undefined });
     expect(result.allowed).toBe(true);
-    const { rows } = await pool.query(`SELECT table_name FROM "${schema}".petstore_migrations ORDER BY table_name`);
-    expect(rows.map((row: { table_name: string }) => row.table_name)).toEqual(['Shop_A_categories', 'shop_a_limits', 'shop_b_categories', 'shop_b_limits']);
+    const { rows } = await pool.query(`SELECT table_name, version FROM "${schema}".petstore_migrations ORDER BY table_name, version`);
+    expect(rows.map((row: { table_name: string; version: number }) => `${row.table_name}@${row.version}`)).toEqual([
+      'Shop_A_categories@1',
+      'Shop_A_categories@2',
+      'shop_a_limits@1',
+      'shop_b_categories@1',
+      'shop_b_categories@2',
+      'shop_b_limits@1',
+    ]);
+    const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
+    expect(await a.createIdempotent({ name: 'keyed in A' }, request)).toMatchObject({ outcome: 'created' });
+    expect(await b.createIdempotent({ name: 'keyed in B' }, request)).toMatchObject({ outcome: 'created' }); // its own records
+  });
+
+  it('applies version 2 alone to a schema at version 1, keeping its categories and ids', async () => {
+    const pool = connectPool();
+    const schema = uniqueSchema('v1');
+    // A schema as the previous release left it: version 1 of both tables, recorded.
+    await pool.query(`CREATE SCHEMA "${schema}"`);
+    await pool.query(`CREATE TABLE "${schema}".petstore_migrations (
+  table_name text NOT NULL, version integer NOT NULL, description text NOT NULL,
+  applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (table_name, version))`);
+    for (const migration of postgresMigrations({ schema }).filter((step) => step.version === 1)) {
+      await pool.query(migration.sql);
+      await pool.query(`INSERT INTO "${schema}".petstore_migrations (table_name, version, description) VALUES ($1, $2, $3)`, [
+        migration.table,
+        migration.version,
+        migration.description,
+      ]);
+    }
+    const store = postgresCategoryStore({ pool, schema });
+    await store.create({ name: 'Dogs' });
+    const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
+    // Before version 2 an idempotent create says what to do (a 500, not a 503).
+    const refused = await store.createIdempotent({ name: 'Cats' }, request).catch((error: unknown) => error);
+    expect((refused as Error).message).toMatch(/run migratePostgres/);
+
+    const report = await migratePostgres({ pool, schema });
+    expect(report.applied).toEqual([
+      { table: 'petstore_categories', version: 2, description: 'idempotency records of creates and the idempotent create function' },
+    ]);
+    expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'created', category: { id: 2, name: 'Cats' } });
+    expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'replayed', category: { id: 2, name: 'Cats' } });
+    expect(await store.list()).toEqual([
+      { id: 1, name: 'Dogs' },
+      { id: 2, name: 'Cats' },
+    ]);
+    expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
+  });
+
+  it('takes the longest names whose derived identifiers fit in 63 bytes, untruncated, and refuses one character more', async () => {
+    const pool = connectPool();
+    const schema = `s${uniqueSchema('long')}`.padEnd(63, 'x');
+    const categoriesTable = 'c'.repeat(45);
+    const rateLimitsTable = 'r'.repeat(49);
+    expect(() => postgresMigrations({ schema: `${schema}x` })).toThrow(/schema must be 1-63/);
+    expect(() => postgresMigrations({ categoriesTable: `${categoriesTable}c` })).toThrow(/categoriesTable must be 1-45/);
+    expect(() => postgresMigrations({ rateLimitsTable: `${rateLimitsTable}r` })).toThrow(/rateLimitsTable must be 1-49/);
+    await migratePostgres({ pool, schema, categoriesTable, rateLimitsTable });
+    const { rows } = await pool.query<{ name: string }>(
+      `SELECT c.relname AS name FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = $1
+       UNION ALL SELECT p.proname FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = $1`,
+      [schema],
+    );
+    expect(rows.map((row) => row.name)).toEqual(
+      expect.arrayContaining([
+        categoriesTable,
+        `${categoriesTable}_idempotency`,
+        `${categoriesTable}_idempotency_exp`,
+        `${categoriesTable}_create_idempotent`,
+        rateLimitsTable,
+        `${rateLimitsTable}_expires_at_ms`,
+        `${rateLimitsTable}_consume`,
+      ]),
+    );
+    const store = postgresCategoryStore({ pool, schema, table: categoriesTable });
+    const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
+    expect(await store.createIdempotent({ name: 'long' }, request)).toEqual({ outcome: 'created', category: { id: 1, name: 'long' } });
   });
 
   it('gives SQL that a migration tool can run by hand, twice', async () => {
@@ -58,6 +139,8 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     for (let run = 0; run < 2; run++) for (const migration of postgresMigrations({ schema })) await pool.query(migration.sql);
     const store = postgresCategoryStore({ pool, schema });
     expect((await store.create({ name: 'by hand' })).id).toBe(1);
+    const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
+    expect(await store.createIdempotent({ name: 'keyed' }, request)).toEqual({ outcome: 'created', category: { id: 2, name: 'keyed' } });
   });
 
   it('refuses a bad name before sending anything, and leaves nothing behind when a migration fails', async () => {

@@ -15,19 +15,36 @@ export const MIGRATIONS_TABLE = 'petstore_migrations';
 
 /** Suffix of the consume function's name: `<rateLimitsTable>_consume`. */
 const CONSUME_FUNCTION_SUFFIX = '_consume';
+/** Suffix of the rate-limit table's index on `expires_at_ms`: `<rateLimitsTable>_expires_at_ms`. */
+const RATE_LIMIT_INDEX_SUFFIX = '_expires_at_ms';
+/** Suffix of the table of idempotency records: `<categoriesTable>_idempotency`. */
+const IDEMPOTENCY_TABLE_SUFFIX = '_idempotency';
+/** Suffix of that table's index on `expires_at_ms`: `<categoriesTable>_idempotency_exp`. */
+const IDEMPOTENCY_INDEX_SUFFIX = '_idempotency_exp';
+/** Suffix of the idempotent create function's name: `<categoriesTable>_create_idempotent`. */
+const CREATE_IDEMPOTENT_FUNCTION_SUFFIX = '_create_idempotent';
 
-/** Names the stores use: letters, digits and `_`, not starting with a digit, short enough for PostgreSQL. */
+/** Names the stores use: letters, digits and `_`, not starting with a digit. */
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-/** PostgreSQL truncates identifiers past 63 bytes; the consume function's name adds 8 to the table's. */
-const MAX_NAME_LENGTH = 63 - CONSUME_FUNCTION_SUFFIX.length;
+/** PostgreSQL's longest identifier, in bytes; it truncates longer ones (names here are ASCII: a byte each). */
+const MAX_IDENTIFIER_BYTES = 63;
+/** The longest schema name: nothing is derived from it. */
+const MAX_SCHEMA_NAME_LENGTH = MAX_IDENTIFIER_BYTES;
+/** The longest categories table name: 45, so that `<table>_create_idempotent` (18 more) stays within 63. */
+export const MAX_CATEGORIES_TABLE_NAME_LENGTH =
+  MAX_IDENTIFIER_BYTES - Math.max(IDEMPOTENCY_TABLE_SUFFIX.length, IDEMPOTENCY_INDEX_SUFFIX.length, CREATE_IDEMPOTENT_FUNCTION_SUFFIX.length);
+/** The longest rate-limit table name: 49, so that `<table>_expires_at_ms` (14 more) stays within 63. */
+export const MAX_RATE_LIMITS_TABLE_NAME_LENGTH = MAX_IDENTIFIER_BYTES - Math.max(CONSUME_FUNCTION_SUFFIX.length, RATE_LIMIT_INDEX_SUFFIX.length);
 
 /**
  * Checks a schema or table name and answers it double-quoted for SQL (case is kept: `Pets` is `"Pets"`).
- * @throws TypeError when it is not 1–55 letters, digits or `_` starting with a letter or `_`.
+ * @param maxLength the longest name allowed, in characters: 63 less the longest suffix of a name derived from it
+ *   (so that no identifier is truncated by PostgreSQL)
+ * @throws TypeError when it is not 1–`maxLength` letters, digits or `_` starting with a letter or `_`.
  */
-export function quotedName(name: string, what: string): string {
-  if (typeof name !== 'string' || !NAME.test(name) || name.length > MAX_NAME_LENGTH) {
-    throw new TypeError(`${what} must be 1-${MAX_NAME_LENGTH} letters, digits or _ (not starting with a digit), got ${JSON.stringify(name)}`);
+export function quotedName(name: string, what: string, maxLength: number = MAX_IDENTIFIER_BYTES): string {
+  if (typeof name !== 'string' || !NAME.test(name) || name.length > maxLength) {
+    throw new TypeError(`${what} must be 1-${maxLength} letters, digits or _ (not starting with a digit), got ${JSON.stringify(name)}`);
   }
   return `"${name}"`;
 }
@@ -35,17 +52,32 @@ export function quotedName(name: string, what: string): string {
 /** The qualified, quoted names of one store set. */
 export interface StoreNames {
   categories: string;
+  /** The idempotency records of the categories table: `<categoriesTable>_idempotency`. */
+  categoriesIdempotency: string;
+  /** Its index on `expires_at_ms` (unqualified: an index lives in its table's schema). */
+  categoriesIdempotencyIndex: string;
+  /** The idempotent create function: `<categoriesTable>_create_idempotent`. */
+  createIdempotentFunction: string;
   rateLimits: string;
+  /** The rate-limit table's index on `expires_at_ms` (unqualified). */
+  rateLimitsIndex: string;
   consumeFunction: string;
   migrations: string;
   schema: string;
 }
 
-/** Options naming the schema and tables; every name is checked by {@link quotedName}. */
+/**
+ * Options naming the schema and tables; every name is checked by {@link quotedName}: letters, digits and `_`,
+ * not starting with a digit, a schema up to 63 characters, a categories table up to 45 and a rate-limit table up
+ * to 49 (the names derived from a table add up to 18 and 14 characters, and PostgreSQL truncates past 63).
+ */
 export interface PostgresSchemaOptions {
   /** The schema holding the tables (and the migrations table). Default `public`. */
   schema?: string;
-  /** The categories table. Default `petstore_categories`. */
+  /**
+   * The categories table; its idempotency records are in `<categoriesTable>_idempotency`, created with the function
+   * `<categoriesTable>_create_idempotent`. Default `petstore_categories`.
+   */
   categoriesTable?: string;
   /** The rate-limit table; its consume function is `<rateLimitsTable>_consume`. Default `petstore_rate_limits`. */
   rateLimitsTable?: string;
@@ -53,12 +85,17 @@ export interface PostgresSchemaOptions {
 
 /** The quoted, schema-qualified names for `options`. @throws TypeError on a bad name. */
 export function storeNames(options: PostgresSchemaOptions): StoreNames {
-  const schema = quotedName(options.schema ?? DEFAULT_SCHEMA, 'schema');
+  const schema = quotedName(options.schema ?? DEFAULT_SCHEMA, 'schema', MAX_SCHEMA_NAME_LENGTH);
+  const categoriesTable = options.categoriesTable ?? DEFAULT_CATEGORIES_TABLE;
   const rateLimitsTable = options.rateLimitsTable ?? DEFAULT_RATE_LIMITS_TABLE;
   return {
     schema,
-    categories: `${schema}.${quotedName(options.categoriesTable ?? DEFAULT_CATEGORIES_TABLE, 'categoriesTable')}`,
-    rateLimits: `${schema}.${quotedName(rateLimitsTable, 'rateLimitsTable')}`,
+    categories: `${schema}.${quotedName(categoriesTable, 'categoriesTable', MAX_CATEGORIES_TABLE_NAME_LENGTH)}`,
+    categoriesIdempotency: `${schema}."${categoriesTable}${IDEMPOTENCY_TABLE_SUFFIX}"`,
+    categoriesIdempotencyIndex: `"${categoriesTable}${IDEMPOTENCY_INDEX_SUFFIX}"`,
+    createIdempotentFunction: `${schema}."${categoriesTable}${CREATE_IDEMPOTENT_FUNCTION_SUFFIX}"`,
+    rateLimits: `${schema}.${quotedName(rateLimitsTable, 'rateLimitsTable', MAX_RATE_LIMITS_TABLE_NAME_LENGTH)}`,
+    rateLimitsIndex: `"${rateLimitsTable}${RATE_LIMIT_INDEX_SUFFIX}"`,
     consumeFunction: `${schema}."${rateLimitsTable}${CONSUME_FUNCTION_SUFFIX}"`,
     migrations: `${schema}.${quotedName(MIGRATIONS_TABLE, 'migrations table')}`,
   };
@@ -89,12 +126,18 @@ export interface PostgresMigration {
  * epoch ms; and the PL/pgSQL function `<table>_consume(key, names, limits, window_ms, ban_threshold,
  * ban_interval_ms, ban_duration_ms, now_ms)` that decides one consume (see {@link postgresRateLimitStore}).
  *
+ * Version 2 of the categories table (after both versions 1): the idempotency records of creates,
+ * `<table>_idempotency (key text PRIMARY KEY, fingerprint text NOT NULL, category_id bigint NOT NULL REFERENCES
+ * <table> (id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED, expires_at_ms bigint NOT NULL)` (Unix epoch ms;
+ * indexed as `<table>_idempotency_exp`, for the clean-up), and the PL/pgSQL function
+ * `<table>_create_idempotent(key, fingerprint, retention_ms, name, description)` that creates a category with its
+ * record, or answers the key's record, in one step (see {@link postgresCategoryStore}).
+ *
  * @throws TypeError on a bad schema or table name.
  */
 export function postgresMigrations(options: PostgresSchemaOptions = {}): PostgresMigration[] {
   const names = storeNames(options);
   const table = (name: string) => name.slice(name.indexOf('.') + 1).replaceAll('"', '');
-  const rateLimitIndex = `"${table(names.rateLimits)}_expires_at_ms"`;
   return [
     {
       table: table(names.categories),
@@ -121,10 +164,83 @@ export function postgresMigrations(options: PostgresSchemaOptions = {}): Postgre
   banned_until_ms bigint NOT NULL,
   expires_at_ms bigint
 ) WITH (fillfactor = 70);
-CREATE INDEX IF NOT EXISTS ${rateLimitIndex} ON ${names.rateLimits} (expires_at_ms);
+CREATE INDEX IF NOT EXISTS ${names.rateLimitsIndex} ON ${names.rateLimits} (expires_at_ms);
 ${consumeFunctionSql(names)}`,
     },
+    {
+      table: table(names.categories),
+      version: 2,
+      description: 'idempotency records of creates and the idempotent create function',
+      sql: `CREATE TABLE IF NOT EXISTS ${names.categoriesIdempotency} (
+  key text PRIMARY KEY,
+  fingerprint text NOT NULL,
+  category_id bigint NOT NULL REFERENCES ${names.categories} (id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
+  expires_at_ms bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ${names.categoriesIdempotencyIndex} ON ${names.categoriesIdempotency} (expires_at_ms);
+${createIdempotentFunctionSql(names)}`,
+    },
   ];
+}
+
+/**
+ * The idempotent create function: one call, one transaction (the statement's), READ COMMITTED.
+ *
+ * 1. The clock is read once (`clock_timestamp()`, Unix epoch ms). A live record of the key (`expires_at_ms` later
+ *    than now) that is committed is answered at once — `replayed` with its category (a join) when its fingerprint
+ *    is the request's, else `mismatch` — and nothing is locked or written.
+ * 2. Else the key is claimed: `INSERT … ON CONFLICT (key) DO UPDATE … WHERE <record>.expires_at_ms <= now`, a new
+ *    record or an expired one taken over, with the placeholder category id 0 (the foreign key is checked at
+ *    commit). While another call's claim of the key is uncommitted, the insert waits for that transaction; then
+ *    the record is live, the claim fails, and the record (locked by the failed claim) is answered as in 1.
+ * 3. A claimed key: the category is inserted exactly as `create` does (identity id, `MAXVALUE` → SQLSTATE 2200H,
+ *    which rolls the claim back too), the record gets its id, and up to two expired records are deleted
+ *    (`FOR UPDATE SKIP LOCKED`, through the `expires_at_ms` index), so the table stays about as large as the set
+ *    of live records without a timer.
+ *
+ * Reply: one row `(outcome, id, name, description)`, `outcome` one of `created`, `replayed`, `mismatch`, the
+ * category's columns as text (NULL for a mismatch; `description` NULL when it has none), so a host's `pg.types`
+ * parsers cannot change them.
+ */
+function createIdempotentFunctionSql(names: StoreNames): string {
+  return `CREATE OR REPLACE FUNCTION ${names.createIdempotentFunction}(
+  p_key text, p_fingerprint text, p_retention_ms bigint, p_name text, p_description text)
+RETURNS TABLE (outcome text, id text, name text, description text)
+LANGUAGE plpgsql VOLATILE AS $create_idempotent$
+DECLARE
+  t bigint := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+  new_id bigint;
+  found_fingerprint text; found_id bigint; found_name text; found_description text;
+BEGIN
+  SELECT r.fingerprint, c.id, c.name, c.description INTO found_fingerprint, found_id, found_name, found_description
+    FROM ${names.categoriesIdempotency} AS r JOIN ${names.categories} AS c ON c.id = r.category_id
+    WHERE r.key = p_key AND r.expires_at_ms > t;
+  IF NOT FOUND THEN
+    INSERT INTO ${names.categoriesIdempotency} AS r (key, fingerprint, category_id, expires_at_ms)
+      VALUES (p_key, p_fingerprint, 0, t + p_retention_ms)
+      ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, category_id = 0, expires_at_ms = excluded.expires_at_ms
+      WHERE r.expires_at_ms <= t;
+    IF FOUND THEN
+      INSERT INTO ${names.categories} AS c (name, description) VALUES (p_name, p_description) RETURNING c.id INTO new_id;
+      UPDATE ${names.categoriesIdempotency} AS r SET category_id = new_id WHERE r.key = p_key;
+      DELETE FROM ${names.categoriesIdempotency} AS r WHERE r.key IN (
+        SELECT y.key FROM ${names.categoriesIdempotency} AS y WHERE y.expires_at_ms <= t
+        ORDER BY y.expires_at_ms LIMIT 2 FOR UPDATE SKIP LOCKED);
+      RETURN QUERY SELECT 'created'::text, new_id::text, p_name, p_description;
+      RETURN;
+    END IF;
+    -- A live record claimed by another call, committed meanwhile; the failed claim locked it.
+    SELECT r.fingerprint, c.id, c.name, c.description INTO STRICT found_fingerprint, found_id, found_name, found_description
+      FROM ${names.categoriesIdempotency} AS r JOIN ${names.categories} AS c ON c.id = r.category_id
+      WHERE r.key = p_key;
+  END IF;
+  IF found_fingerprint = p_fingerprint THEN
+    RETURN QUERY SELECT 'replayed'::text, found_id::text, found_name, found_description;
+  ELSE
+    RETURN QUERY SELECT 'mismatch'::text, NULL::text, NULL::text, NULL::text;
+  END IF;
+END
+$create_idempotent$`;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { isPetstoreError } from '@petstore/core';
 import { Redis } from 'ioredis';
@@ -5,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { categoryRedisKeys, redisCategoryStore } from './category-store.js';
 import { redisRateLimitStore } from './rate-limit-store.js';
 import { isRedisServerInstalled, startRedisServer } from './testing/redis-server.js';
-import { closedPort, connect, skipRedis, track, uniquePrefix } from './test-support/redis.js';
+import { closedPort, connect, countCommands, skipRedis, track, uniquePrefix } from './test-support/redis.js';
 
 function newStore(options: { maxCategories?: number; timeoutMs?: number } = {}) {
   const client = connect();
@@ -13,11 +14,22 @@ function newStore(options: { maxCategories?: number; timeoutMs?: number } = {}) 
   return { client, keyPrefix, keys: categoryRedisKeys(keyPrefix), store: redisCategoryStore({ client, keyPrefix, ...options }) };
 }
 
+/** 64 lowercase hex characters made of `label`: the shape of the library's idempotency keys and fingerprints. */
+const hex64 = (label: string) => createHash('sha256').update(label).digest('hex');
+
+/** An idempotent create's request with keys made of labels. */
+const idempotent = (key: string, fingerprint = 'body', retentionMs = 60_000) => ({ key: hex64(key), fingerprint: hex64(fingerprint), retentionMs });
+
 describe('categoryRedisKeys', () => {
-  it('names both keys with the {categories} hash tag after the prefix, petstore: by default', () => {
-    expect(categoryRedisKeys()).toEqual({ records: 'petstore:{categories}', lastId: 'petstore:{categories}:last-id' });
-    expect(categoryRedisKeys('shop:{eu}:')).toEqual({ records: 'shop:{eu}:{categories}', lastId: 'shop:{eu}:{categories}:last-id' });
-    expect(categoryRedisKeys('')).toEqual({ records: '{categories}', lastId: '{categories}:last-id' });
+  it('names every key with the {categories} hash tag after the prefix, petstore: by default', () => {
+    expect(categoryRedisKeys()).toMatchObject({ records: 'petstore:{categories}', lastId: 'petstore:{categories}:last-id' });
+    expect(categoryRedisKeys().idempotency('ab12')).toBe('petstore:{categories}:idempotency:ab12');
+    const tagged = categoryRedisKeys('shop:{eu}:');
+    expect(tagged).toMatchObject({ records: 'shop:{eu}:{categories}', lastId: 'shop:{eu}:{categories}:last-id' });
+    expect(tagged.idempotency('ab12')).toBe('shop:{eu}:{categories}:idempotency:ab12');
+    const bare = categoryRedisKeys('');
+    expect(bare).toMatchObject({ records: '{categories}', lastId: '{categories}:last-id' });
+    expect(bare.idempotency('ab12')).toBe('{categories}:idempotency:ab12');
   });
 });
 
@@ -86,6 +98,83 @@ describe.skipIf(skipRedis)('redisCategoryStore against Redis', () => {
     expect((await store.list()).map((category) => category.id)).toEqual([Number.MAX_SAFE_INTEGER]);
   });
 
+  it('writes the category, the counter and the record with a TTL of retentionMs in one script call; a replay writes nothing', async () => {
+    const { client, keys, store } = newStore();
+    const request = idempotent('k1', 'body', 30_000);
+    const commands = await countCommands(client);
+    const first = await store.createIdempotent({ name: 'Dogs', description: 'Canine' }, request);
+    expect(commands.count).toBe(1);
+    expect(first).toEqual({ outcome: 'created', category: { id: 1, name: 'Dogs', description: 'Canine' } });
+    const recordKey = keys.idempotency(request.key);
+    expect(JSON.parse((await client.get(recordKey)) as string)).toEqual({
+      fingerprint: request.fingerprint,
+      id: 1,
+      category: { name: 'Dogs', description: 'Canine' },
+    });
+    const ttl = await client.pttl(recordKey);
+    expect(ttl).toBeGreaterThan(29_000);
+    expect(ttl).toBeLessThanOrEqual(30_000);
+    expect(await client.hgetall(keys.records)).toEqual({ 1: '{"name":"Dogs","description":"Canine"}' });
+
+    // A replay and a mismatch: one call each, nothing written (the counter, the hash and the record's TTL stay).
+    await client.pexpire(recordKey, 20_000);
+    const before = commands.count;
+    expect(await store.createIdempotent({ name: 'Dogs', description: 'Canine' }, request)).toEqual({
+      outcome: 'replayed',
+      category: { id: 1, name: 'Dogs', description: 'Canine' },
+    });
+    expect(await store.createIdempotent({ name: 'Cats' }, idempotent('k1', 'other body', 30_000))).toEqual({ outcome: 'mismatch' });
+    expect(commands.count - before).toBe(2);
+    expect(await client.pttl(recordKey)).toBeLessThanOrEqual(20_000);
+    expect(await client.get(keys.lastId)).toBe('1');
+    expect(await client.hlen(keys.records)).toBe(1);
+  });
+
+  it('keeps an id near 2^53 exact in the record (no rounding in Lua), and records nothing past the last id', async () => {
+    const { client, keys, store } = newStore();
+    await client.set(keys.lastId, String(Number.MAX_SAFE_INTEGER - 1));
+    const first = await store.createIdempotent({ name: 'last' }, idempotent('last'));
+    expect(first).toEqual({ outcome: 'created', category: { id: Number.MAX_SAFE_INTEGER, name: 'last' } });
+    expect(await store.createIdempotent({ name: 'last' }, idempotent('last'))).toEqual({ outcome: 'replayed', category: { id: Number.MAX_SAFE_INTEGER, name: 'last' } });
+    const failure = await store.createIdempotent({ name: 'too many' }, idempotent('too many')).catch((error: unknown) => error);
+    expect(isPetstoreError(failure) && failure.code).toBe('storage_full');
+    expect(await client.exists(keys.idempotency(idempotent('too many').key))).toBe(0);
+  });
+
+  it('records nothing when maxCategories are held', async () => {
+    const { client, keys, store } = newStore({ maxCategories: 1 });
+    await store.create({ name: 'a' });
+    const failure = await store.createIdempotent({ name: 'b' }, idempotent('full')).catch((error: unknown) => error);
+    expect(isPetstoreError(failure) && [failure.code, failure.status]).toEqual(['storage_full', 507]);
+    expect(await client.exists(keys.idempotency(idempotent('full').key))).toBe(0);
+    expect(await client.get(keys.lastId)).toBe('1');
+  });
+
+  it('fails only the call whose record key holds foreign data (WRONGTYPE, a plain Error), writing nothing', async () => {
+    const { client, keys, store } = newStore();
+    await client.hset(keys.idempotency(idempotent('foreign').key), 'some', 'hash');
+    const failure = await store.createIdempotent({ name: 'Dogs' }, idempotent('foreign')).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(Error);
+    expect(isPetstoreError(failure)).toBe(false);
+    expect(String(((failure as Error).cause as Error).message)).toMatch(/WRONGTYPE/);
+    expect(await client.exists(keys.lastId)).toBe(0);
+    expect(await store.createIdempotent({ name: 'Dogs' }, idempotent('other'))).toEqual({ outcome: 'created', category: { id: 1, name: 'Dogs' } });
+    expect(await store.create({ name: 'Cats' })).toEqual({ id: 2, name: 'Cats' });
+  });
+
+  it('answers a plain Error for a record it did not write, and refuses a retentionMs that is not whole before sending', async () => {
+    const { client, keys, store } = newStore();
+    await client.set(keys.idempotency(idempotent('odd').key), '{"fingerprint":1}');
+    const failure = await store.createIdempotent({ name: 'Dogs' }, idempotent('odd')).catch((error: unknown) => error);
+    expect(isPetstoreError(failure)).toBe(false);
+    expect((failure as Error).message).toMatch(/not a record of this store/);
+    const commands = await countCommands(client);
+    for (const retentionMs of [0, 1.5, Number.NaN]) {
+      await expect(store.createIdempotent({ name: 'Dogs' }, idempotent('bad', 'body', retentionMs))).rejects.toThrow(TypeError);
+    }
+    expect(commands.count).toBe(0);
+  });
+
   it('answers a plain Error (500), not service_unavailable, when its keys hold foreign data', async () => {
     const { client, keys, store } = newStore();
     await client.set(keys.records, 'not a hash');
@@ -100,7 +189,7 @@ describe('redisCategoryStore when Redis fails', () => {
   it('throws service_unavailable with Retry-After when Redis is unreachable', async () => {
     const client = track(new Redis({ port: await closedPort(), host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0 }));
     const store = redisCategoryStore({ client });
-    for (const call of [() => store.list(), () => store.create({ name: 'Dogs' })]) {
+    for (const call of [() => store.list(), () => store.create({ name: 'Dogs' }), () => store.createIdempotent({ name: 'Dogs' }, idempotent('down'))]) {
       const failure = await call().catch((error: unknown) => error);
       expect(isPetstoreError(failure) && [failure.code, failure.status, failure.retryAfterSeconds]).toEqual([
         'service_unavailable',
@@ -130,6 +219,9 @@ describe('redisCategoryStore when Redis fails', () => {
       expect(elapsed).toBeLessThan(1900); // answered before the 2 s pause ends
       const listFailure = await store.list().catch((error: unknown) => error);
       expect(isPetstoreError(listFailure) && listFailure.code).toBe('service_unavailable');
+      const idempotentFailure = await store.createIdempotent({ name: 'paused' }, idempotent('paused')).catch((error: unknown) => error);
+      expect(isPetstoreError(idempotentFailure) && idempotentFailure.code).toBe('service_unavailable');
+      expect(((idempotentFailure as Error).cause as Error).name).toBe('RedisTimeoutError');
       const consumeFailure = await rateLimits
         .consume('key:paused', { windows: [{ name: 'minute', limit: 5, windowMs: 60_000 }], nowMs: 0, ban: undefined })
         .catch((error: unknown) => error);

@@ -118,14 +118,16 @@ describe.skipIf(skipCluster)('the Redis stores on a 3-master Redis Cluster', () 
     for (const store of stores) expect((await store.list()).map((category) => category.name)).toHaveLength(60);
   });
 
-  it('puts both category keys in one slot for any prefix, and refuses the one prefix that cannot (an empty "{}" tag)', async () => {
+  it('puts every category key in one slot for any prefix, and refuses the one prefix that cannot (an empty "{}" tag)', async () => {
     const admin = nodeClient(nodes[0]!);
     const shared: string[] = [];
     const refused: string[] = [];
     const lazy = connectCluster({ lazyConnect: true });
     for (const prefix of [...trickyPrefixes(), 'petstore:', 'tenant:{eu}:', 'x}{y', '{{}}', '}{}']) {
       const keys = categoryRedisKeys(prefix);
-      const sameSlot = (await keySlot(admin, keys.records)) === (await keySlot(admin, keys.lastId));
+      const recordsSlot = await keySlot(admin, keys.records);
+      const sameSlot =
+        recordsSlot === (await keySlot(admin, keys.lastId)) && recordsSlot === (await keySlot(admin, keys.idempotency('0a1b2c')));
       let accepted = true;
       try {
         redisCategoryStore({ client: lazy, keyPrefix: prefix });
@@ -146,6 +148,30 @@ describe.skipIf(skipCluster)('the Redis stores on a 3-master Redis Cluster', () 
     // The tag: `{categories}` unless the prefix has its own.
     expect(await keySlot(admin, categoryRedisKeys('tenant:{eu}:').records)).toBe(await keySlot(admin, 'eu'));
     expect(await keySlot(admin, categoryRedisKeys().records)).toBe(await keySlot(admin, 'categories'));
+  });
+
+  it('creates idempotently through a Cluster client: one script call on the slot\'s master, the record beside the categories', async () => {
+    const client = connectCluster();
+    const plain = uniquePrefix('cluster');
+    const keyPrefix = `${plain}{${plain}}:`;
+    const store = redisCategoryStore({ client, keyPrefix });
+    const keys = categoryRedisKeys(keyPrefix);
+    const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
+    const admin = nodeClient(nodes[0]!);
+    const slot = await keySlot(admin, keys.records);
+    expect(await keySlot(admin, keys.idempotency(request.key))).toBe(slot);
+    const calls = await countCommands(client);
+    const results = await Promise.all(Array.from({ length: 20 }, () => store.createIdempotent({ name: 'Once' }, request)));
+    expect(calls.count).toBe(20);
+    expect(results.filter((result) => result.outcome === 'created')).toHaveLength(1);
+    expect(results.filter((result) => result.outcome === 'replayed')).toHaveLength(19);
+    expect(await store.list()).toEqual([{ id: 1, name: 'Once' }]);
+    // The record lives on the slot's master, with its TTL.
+    const owners = await slotOwners(admin);
+    const owner = nodeClient(nodes.find((node) => `${node.host}:${node.port}` === owners[slot])!);
+    const ttl = await owner.pttl(keys.idempotency(request.key));
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(60_000);
   });
 
   it('keeps counting a rate-limit key and serving categories while their slot moves to another master (ASK, then MOVED)', async () => {

@@ -1,7 +1,7 @@
 /**
  * @petstore/storage-redis — category and rate-limit stores for `@petstore/core` in Redis, over an ioredis 5
  * client you create and own. Each store operation is one Redis command (a Lua script), atomic across every
- * process sharing the server; every rate-limit key carries a TTL.
+ * process sharing the server; every rate-limit key and idempotency record carries a TTL.
  *
  * @packageDocumentation
  */

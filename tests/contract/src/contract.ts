@@ -12,6 +12,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 // The core's own probe (test support, not part of any package's exports), shared rather than copied.
 import { pollutionProbe } from '../../../packages/core/src/test-pollution-probe.js';
 import { itWhen } from './it-when.js';
+import { RawConnection } from './raw-http.js';
 import {
   call,
   expectError,
@@ -166,6 +167,105 @@ export function defineContractCases(impl: ServerImpl): void {
     expect(answer.status, answer.text).toBe(201);
     expect(jsonOf(answer)).toMatchObject({ name });
   });
+
+  // ---- createCategory with Idempotency-Key ----
+
+  const createWithKey = (idempotencyKey: string, json: unknown, apiKey: string = API_KEYS.general) =>
+    call(server, '/v1/categories', { method: 'POST', apiKey, json, headers: { 'idempotency-key': idempotencyKey } });
+  let keySequence = 0;
+  /** A fresh sf-string key per use: the shared server keeps every key for 24 h. */
+  const freshKey = () => `"${impl.name}-${Date.now()}-${(keySequence += 1)}"`;
+
+  it('replays a create sent again with the same Idempotency-Key and body: 201, the same category, Idempotent-Replayed: true', async () => {
+    const key = freshKey();
+    const first = await createWithKey(key, { name: 'Idempotent dogs' });
+    expect(first.status, first.text).toBe(201);
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    const again = await createWithKey(key, { name: 'Idempotent dogs' });
+    expect(again.status, again.text).toBe(201);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expectRateLimitHeaders(again, server);
+    expect(jsonOf(again)).toEqual(jsonOf(first));
+    const created = jsonOf(first) as CategoryJson;
+    expect((await list()).filter((category) => category.id === created.id)).toHaveLength(1);
+  });
+
+  it('answers 422 idempotency_key_reused for the same key with another body, and creates nothing', async () => {
+    const key = freshKey();
+    expect((await createWithKey(key, { name: 'Reused A' })).status).toBe(201);
+    const before = (await list()).length;
+    expectError(await createWithKey(key, { name: 'Reused B' }), server, 422, 'idempotency_key_reused');
+    expect((await list()).length).toBe(before);
+  });
+
+  it('scopes Idempotency-Key to the API key: another caller with the same key creates its own category', async () => {
+    const key = freshKey();
+    const mine = await createWithKey(key, { name: 'Scoped' });
+    const theirs = await createWithKey(key, { name: 'Scoped' }, API_KEYS.other);
+    expect([mine.status, theirs.status]).toEqual([201, 201]);
+    expect(theirs.headers.get('idempotent-replayed')).toBeNull();
+    expect((jsonOf(theirs) as CategoryJson).id).not.toBe((jsonOf(mine) as CategoryJson).id);
+  });
+
+  it('answers 400 invalid_idempotency_key for a key that is not a structured-field string of 1-255 characters', async () => {
+    const before = (await list()).length;
+    for (const bad of ['unquoted-token', '""', `"${'k'.repeat(256)}"`, '"a";p=1', '"a", "b"']) {
+      expectError(await createWithKey(bad, { name: 'Never' }), server, 400, 'invalid_idempotency_key');
+    }
+    expect((await list()).length).toBe(before);
+  });
+
+  it('creates one category for 50 parallel creates with one key: every answer is 201 with it (replays) or 409 in flight', async () => {
+    const key = freshKey();
+    const answers = await Promise.all(Array.from({ length: 50 }, () => createWithKey(key, { name: 'Burst of one' })));
+    const created = answers.filter((answer) => answer.status === 201);
+    expect(created.length).toBeGreaterThanOrEqual(1);
+    for (const answer of answers.filter((a) => a.status !== 201)) expectError(answer, server, 409, 'idempotency_key_in_flight');
+    const bodies = new Set(created.map((answer) => answer.text));
+    expect(bodies.size).toBe(1);
+    expect(created.filter((answer) => answer.headers.get('idempotent-replayed') === null)).toHaveLength(1);
+    const id = (jsonOf(created[0] as Answer) as CategoryJson).id;
+    expect((await list()).filter((category) => category.name === 'Burst of one' && category.id === id)).toHaveLength(1);
+    expect((await list()).filter((category) => category.name === 'Burst of one')).toHaveLength(1);
+  });
+
+  itWhen(impl.capabilities.hostJsonParser === undefined, 'a server whose host parses the body before the API sees the request')(
+    'answers 409 idempotency_key_in_flight with Retry-After to a repeat sent while the first is still sending its body',
+    async () => {
+      const key = freshKey();
+      const body = '{"name":"In flight"}';
+      const slow = await RawConnection.open(server.origin);
+      try {
+        const head = [
+          'POST /v1/categories HTTP/1.1',
+          'Host: 127.0.0.1',
+          `Authorization: Bearer ${API_KEYS.general}`,
+          'Content-Type: application/json',
+          `Idempotency-Key: ${key}`,
+          `Content-Length: ${body.length}`,
+          '',
+          '',
+        ].join('\r\n');
+        await slow.write(head + body.slice(0, 5));
+        let repeat: Answer | undefined;
+        // The first request reaches the API once its head is read; poll until the repeat meets it in flight.
+        for (let attempt = 0; attempt < 50; attempt += 1) {
+          repeat = await createWithKey(key, { name: 'In flight' });
+          if (repeat.status === 409) break;
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        expectError(repeat as Answer, server, 409, 'idempotency_key_in_flight');
+        expect(intHeader(repeat as Answer, 'retry-after')).toBeGreaterThanOrEqual(1);
+        await slow.write(body.slice(5));
+        expect(await slow.waitForAnswers(1)).toBe(true);
+        expect(slow.answers[0]?.status).toBe(201);
+      } finally {
+        slow.destroy();
+      }
+      const after = await createWithKey(key, { name: 'In flight' });
+      expect(after.headers.get('idempotent-replayed')).toBe('true');
+    },
+  );
 
   // ---- authentication ----
 

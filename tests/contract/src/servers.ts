@@ -56,6 +56,8 @@ export const API_KEYS = {
   bulk: 'contract-bulk-enterprise-key',
   /** Enterprise, big limits: every case that does not count quota. */
   general: 'contract-general-enterprise-key',
+  /** Enterprise, big limits, another account: the same Idempotency-Key from another caller. */
+  other: 'contract-other-enterprise-key',
   /** Enterprise, big limits, account {@link HOST_ACCOUNT_ID}: the host operations (pets, store orders). */
   host: 'contract-host-enterprise-key',
   /** Free plan: `GET /v1/openapi.json` charged to a valid key. */
@@ -83,6 +85,7 @@ const STATIC_KEYS: StaticApiKey[] = [
   { key: API_KEYS.limits, plan: 'enterprise', limits: SMALL_LIMITS },
   { key: API_KEYS.bulk, plan: 'enterprise', limits: BIG_LIMITS },
   { key: API_KEYS.general, plan: 'enterprise', limits: BIG_LIMITS },
+  { key: API_KEYS.other, plan: 'enterprise', limits: BIG_LIMITS },
   { key: API_KEYS.host, plan: 'enterprise', limits: BIG_LIMITS, accountId: HOST_ACCOUNT_ID },
   { key: API_KEYS.openapi, plan: 'free' },
   { key: API_KEYS.reports, plan: 'free', accountId: REPORTS_ACCOUNT_ID },

@@ -355,7 +355,7 @@ describe('rate limiting', () => {
 
 describe('failures', () => {
   function failingStore(error: unknown): CategoryStore {
-    return { list: () => Promise.reject(error), create: () => Promise.reject(error) };
+    return { list: () => Promise.reject(error), create: () => Promise.reject(error), createIdempotent: () => Promise.reject(error) };
   }
 
   it('answers 500 internal_error without details when a store throws, and reports the error', async () => {
@@ -497,7 +497,7 @@ describe('store answers', () => {
     /** How often the list array itself was serialised. */
     const serialisationsOf = (list: unknown) => stringify.mock.calls.filter(([value]) => value === list).length;
     try {
-      const frozen: CategoryStore = { list: async () => FROZEN_LIST, create: () => Promise.reject(new Error('unused')) };
+      const frozen: CategoryStore = { list: async () => FROZEN_LIST, create: () => Promise.reject(new Error('unused')), createIdempotent: () => Promise.reject(new Error('unused')) };
       const { petstore } = testPetstore({ categories: frozen });
       const first = await petstore.handle(get());
       const second = await petstore.handle(get());
@@ -508,7 +508,7 @@ describe('store answers', () => {
 
       // A store that answers one array and changes it in place must never get a stale answer.
       const mutable: Category[] = [{ id: 1, name: 'Dogs' }];
-      const inPlace: CategoryStore = { list: async () => mutable, create: () => Promise.reject(new Error('unused')) };
+      const inPlace: CategoryStore = { list: async () => mutable, create: () => Promise.reject(new Error('unused')), createIdempotent: () => Promise.reject(new Error('unused')) };
       const { petstore: unfrozen } = testPetstore({ categories: inPlace });
       expect(parse(await unfrozen.handle(get()))).toEqual([{ id: 1, name: 'Dogs' }]);
       mutable.push({ id: 2, name: 'Cats' });

@@ -26,7 +26,8 @@ import { systemClock, type Clock } from '../clock.js';
 import { ERROR_STATUS, PetstoreError, errorBody, isPetstoreError, type ErrorCode } from '../errors.js';
 import { buildOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from '../openapi/document.js';
 import { createRateLimitDecider, type RateLimitDecision, type RateLimiterOptions } from '../rate-limit/engine.js';
-import { parseNewCategory, type Category } from '../schemas.js';
+import { parseNewCategory, type Category, type NewCategory } from '../schemas.js';
+import { DEFAULT_IDEMPOTENCY_RETENTION_MS, newCategoryFingerprint, readIdempotencyKey, scopedIdempotencyKey } from './idempotency.js';
 import type { CategoryStore } from '../storage/category-store.js';
 import {
   DEFAULT_BODY_LIMIT_BYTES,
@@ -109,6 +110,13 @@ export interface PetstoreOptions {
   clock?: Clock;
   /** Largest accepted request body in bytes; larger bodies get 413. Default 1 MiB (1,048,576). */
   bodyLimitBytes?: number;
+  /**
+   * Creates sent with an `Idempotency-Key` header: the category store keeps each key's record (the request's
+   * fingerprint and the category it created) for `retentionMs` milliseconds; a repeat within that time replays
+   * the first answer. Default `{ retentionMs: 86_400_000 }` (24 h); at least 1,000.
+   * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#idempotency-key
+   */
+  idempotency?: { retentionMs?: number };
   /** The realm of the `WWW-Authenticate` challenge on 401 answers. Default `petstore`. */
   realm?: string;
   /** Path prefix of the API for the Fetch entry ({@link Petstore.fetch}). Default `/v1`. */
@@ -213,6 +221,10 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     clock,
   });
   const bodyLimitBytes = options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
+  const retentionMs = options.idempotency?.retentionMs ?? DEFAULT_IDEMPOTENCY_RETENTION_MS;
+  // Scoped idempotency keys of the creates this instance is processing: a repeat that arrives meanwhile gets 409.
+  // One entry per create in flight, removed when it is answered.
+  const createsInFlight = new Set<string>();
   const basePath = options.basePath ?? DEFAULT_PREFIX;
   const deprecations: Partial<Record<OperationId, DeprecationPolicy>> = {};
   for (const [operationId, policy] of Object.entries({ ...DEFAULT_DEPRECATIONS, ...options.deprecations })) {
@@ -445,13 +457,11 @@ export function createPetstore(options: PetstoreOptions): Petstore {
         case 'listCategories':
           return textAnswer(200, listJson(await categories.list()), headers, request.method);
         case 'createCategory': {
-          const body = request.body ?? NO_BODY;
-          assertJsonContentType(request.headers);
-          assertSupportedCodings(request.headers, body);
-          const json = await readJsonBody(body, request.headers, bodyLimitBytes);
-          const parsed = parseNewCategory(json);
-          if (!parsed.success) throw new PetstoreError('validation_failed', parsed.message);
-          return jsonAnswer(201, await categories.create(parsed.value), headers, request.method);
+          const idempotencyKey = readIdempotencyKey(request.headers);
+          if (idempotencyKey === undefined) {
+            return jsonAnswer(201, await categories.create(await readNewCategory(request)), headers, request.method);
+          }
+          return await createIdempotently(request, scopedIdempotencyKey((principal as Principal).keyId, idempotencyKey), headers);
         }
         case 'getPetById':
         case 'listStoreOrders': {
@@ -465,6 +475,43 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     } catch (error) {
       if (isPetstoreError(error)) return failedAnswer(error, request, headers);
       return internalAnswer(error, request, headers);
+    }
+  }
+
+  /** The validated NewCategory of a create: Content-Type, codings, the body read within its limit, the schema. */
+  async function readNewCategory(request: PetstoreRequest): Promise<NewCategory> {
+    const body = request.body ?? NO_BODY;
+    assertJsonContentType(request.headers);
+    assertSupportedCodings(request.headers, body);
+    const json = await readJsonBody(body, request.headers, bodyLimitBytes);
+    const parsed = parseNewCategory(json);
+    if (!parsed.success) throw new PetstoreError('validation_failed', parsed.message);
+    return parsed.value;
+  }
+
+  /**
+   * A create with an `Idempotency-Key`: 409 while the same key is in flight here; else the store creates and
+   * records in one step, or answers the record: a replay (201, the first category, `Idempotent-Replayed: true`)
+   * or a mismatch (422). Only a create that succeeded is recorded: a request that failed created nothing and
+   * may be retried with its key.
+   */
+  async function createIdempotently(request: PetstoreRequest, key: string, headers: Record<string, string>): Promise<PetstoreResponse> {
+    if (createsInFlight.has(key)) {
+      const message = 'A create with this Idempotency-Key is still being processed; retry after 1 second.';
+      return errorAnswer('idempotency_key_in_flight', message, headers, request.method, 1);
+    }
+    createsInFlight.add(key);
+    try {
+      const newCategory = await readNewCategory(request);
+      const result = await categories.createIdempotent(newCategory, { key, fingerprint: newCategoryFingerprint(newCategory), retentionMs });
+      if (result.outcome === 'mismatch') {
+        const message = 'This Idempotency-Key was used for a create with another body; nothing was created. Send a new key.';
+        return errorAnswer('idempotency_key_reused', message, headers, request.method);
+      }
+      if (result.outcome === 'replayed') headers['idempotent-replayed'] = 'true';
+      return jsonAnswer(201, result.category, headers, request.method);
+    } finally {
+      createsInFlight.delete(key);
     }
   }
 

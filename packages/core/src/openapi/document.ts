@@ -111,11 +111,20 @@ function responsesFor(operation: OperationDefinition, deprecation: DeprecationPo
       return { ...ok('All categories, in ascending id order.', { type: 'array', items: ref('Category') }), ...unauthorized, ...common };
     case 'createCategory':
       return {
-        ...ok('The created category, including the id assigned by the service.', ref('Category'), '201'),
+        '201': {
+          description:
+            'The created category, including the id assigned by the service; or, for a repeat of a create with the same Idempotency-Key and body, the category the first one created (with Idempotent-Replayed: true).',
+          headers: { ...rateLimitHeaders, ...extra, 'Idempotent-Replayed': { $ref: '#/components/headers/Idempotent-Replayed' } },
+          content: jsonContent(ref('Category')),
+        },
         '400': errorResponse(
-          'The body is missing required fields or holds invalid values (validation_failed), is not valid JSON (invalid_json), or was not sent as application/json (invalid_content_type).',
+          'The body is missing required fields or holds invalid values (validation_failed), is not valid JSON (invalid_json), or was not sent as application/json (invalid_content_type); or the Idempotency-Key is malformed (invalid_idempotency_key).',
         ),
         ...unauthorized,
+        '409': errorResponse('A create with the same Idempotency-Key is still being processed (idempotency_key_in_flight).', {
+          'Retry-After': { $ref: '#/components/headers/Retry-After' },
+        }),
+        '422': errorResponse('The Idempotency-Key was already used for a create with another body (idempotency_key_reused); nothing was created.'),
         '413': errorResponse('The body is larger than the configured limit (payload_too_large).'),
         '415': errorResponse(
           'The body is sent with a transfer coding other than chunked, or a content coding other than identity (unsupported_encoding).',
@@ -185,7 +194,19 @@ export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOpera
           }
         : {}),
       ...(operation.operationId === 'createCategory'
-        ? { requestBody: { required: true, content: jsonContent(ref('NewCategory')) } }
+        ? {
+            parameters: [
+              {
+                name: 'Idempotency-Key',
+                in: 'header',
+                required: false,
+                description:
+                  'Makes the create safe to retry (draft-ietf-httpapi-idempotency-key-header-06): a structured-field string (in double quotes) of 1 to 255 printable ASCII characters, unique per create, e.g. "8e03978e-40d5-43e8-bc93-6894a57f9324". A repeat with the same key and body within the retention period (24 hours by default) creates nothing and answers the first create\'s 201; keys are scoped to the API key. A replay is charged to the rate limit like any request.',
+                schema: { type: 'string', minLength: 3, maxLength: 512, pattern: '^"([\\x20-\\x21\\x23-\\x5b\\x5d-\\x7e]|\\\\["\\\\])+"$' },
+              },
+            ],
+            requestBody: { required: true, content: jsonContent(ref('NewCategory')) },
+          }
         : {}),
       responses: responsesFor(operation, deprecation),
     };
@@ -233,6 +254,10 @@ export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOpera
         Deprecation: { description: 'When the operation was deprecated, as @<unix-seconds> (RFC 9745).', schema: { type: 'string' } },
         Sunset: { description: 'When the operation stops working, as an HTTP-date (RFC 8594).', schema: { type: 'string' } },
         Link: { description: 'Documentation of the deprecation and sunset (rel="deprecation", rel="sunset").', schema: { type: 'string' } },
+        'Idempotent-Replayed': {
+          description: 'true when the answer replays an earlier create with the same Idempotency-Key (nothing was created).',
+          schema: { type: 'string', enum: ['true'] },
+        },
       },
     },
   };

@@ -2,24 +2,40 @@
  * An in-test {@link CategoryStore} over an array. For this package's own tests only; not exported.
  */
 import type { Category } from '../schemas.js';
-import type { CategoryStore } from './category-store.js';
+import type { CategoryStore, IdempotentCreateRequest } from './category-store.js';
 
 /** A {@link CategoryStore} whose records tests can read directly. */
 export interface TestCategoryStore extends CategoryStore {
   /** The stored categories, in id order. */
   readonly records: readonly Category[];
+  /** Every idempotent create's request, in call order. */
+  readonly idempotentRequests: readonly IdempotentCreateRequest[];
 }
 
-/** Creates an empty store; ids start at 1 and increase by 1. */
+/** Creates an empty store; ids start at 1 and increase by 1. Idempotency records expire on the system clock. */
 export function testCategoryStore(): TestCategoryStore {
   const records: Category[] = [];
+  const idempotentRequests: IdempotentCreateRequest[] = [];
+  const recorded = new Map<string, { fingerprint: string; category: Category; expiresAtMs: number }>();
+  const create = (newCategory: Category | Omit<Category, 'id'>): Category => {
+    const category: Category = { ...newCategory, id: records.length + 1 };
+    records.push(category);
+    return { ...category };
+  };
   return {
     records,
+    idempotentRequests,
     list: () => Promise.resolve(records.map((category) => ({ ...category }))),
-    create(newCategory) {
-      const category: Category = { id: records.length + 1, ...newCategory };
-      records.push(category);
-      return Promise.resolve({ ...category });
+    create: (newCategory) => Promise.resolve(create(newCategory)),
+    createIdempotent(newCategory, request) {
+      idempotentRequests.push(request);
+      const found = recorded.get(request.key);
+      if (found !== undefined && found.expiresAtMs > Date.now()) {
+        return Promise.resolve(found.fingerprint === request.fingerprint ? { outcome: 'replayed', category: { ...found.category } } : { outcome: 'mismatch' });
+      }
+      const category = create(newCategory);
+      recorded.set(request.key, { fingerprint: request.fingerprint, category, expiresAtMs: Date.now() + request.retentionMs });
+      return Promise.resolve({ outcome: 'created', category });
     },
   };
 }

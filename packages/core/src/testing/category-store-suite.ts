@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { isPetstoreError } from '../errors.js';
 import type { Category } from '../schemas.js';
-import type { CategoryStore } from '../storage/category-store.js';
+import type { CategoryStore, IdempotentCreateRequest } from '../storage/category-store.js';
 import type { ConformanceTestApi } from './test-api.js';
 
 /** A fresh store for one case. */
@@ -52,6 +52,13 @@ export function runCategoryStoreConformance(test: ConformanceTestApi, options: C
       timeoutMs,
     );
   };
+
+  /** An idempotent create's request: a key and fingerprint made of `label` (64 hex characters each, as the library's). */
+  const idempotent = (key: string, fingerprint = 'a', retentionMs = 60_000): IdempotentCreateRequest => ({
+    key: hex64(key),
+    fingerprint: hex64(fingerprint),
+    retentionMs,
+  });
 
   test.describe(options.name ?? 'CategoryStore conformance', () => {
     caseWith('starts empty', async (store) => {
@@ -110,5 +117,58 @@ export function runCategoryStoreConformance(test: ConformanceTestApi, options: C
       { maxCategories: 2 },
       options.capabilities?.capacity ?? true,
     );
+
+    caseWith('creates once per idempotency key: a repeat with the same fingerprint replays, another fingerprint is a mismatch', async (store) => {
+      const first = await store.createIdempotent({ name: 'Dogs', description: 'Canine' }, idempotent('k1'));
+      assert.equal(first.outcome, 'created');
+      const created = (first as { category: Category }).category;
+      assert.deepEqual({ ...created, id: 0 }, { id: 0, name: 'Dogs', description: 'Canine' });
+      const again = await store.createIdempotent({ name: 'Dogs', description: 'Canine' }, idempotent('k1'));
+      assert.deepEqual(again, { outcome: 'replayed', category: created });
+      const reused = await store.createIdempotent({ name: 'Cats' }, idempotent('k1', 'b'));
+      assert.deepEqual(reused, { outcome: 'mismatch' });
+      const other = await store.createIdempotent({ name: 'Dogs', description: 'Canine' }, idempotent('k2'));
+      assert.equal(other.outcome, 'created', 'another key (another caller) is another record');
+      assert.deepEqual((await store.list()).map((category) => category.name), ['Dogs', 'Dogs']);
+      const plain = await store.create({ name: 'Birds' });
+      assert.ok(plain.id > (other as { category: Category }).category.id, 'plain and idempotent creates share one id sequence');
+    });
+
+    caseWith('creates exactly one category for 50 parallel idempotent creates with one key; all 50 answer it', async (store) => {
+      const results = await Promise.all(Array.from({ length: 50 }, () => store.createIdempotent({ name: 'Once' }, idempotent('burst'))));
+      assert.equal(results.filter((result) => result.outcome === 'created').length, 1, 'one created');
+      assert.equal(results.filter((result) => result.outcome === 'replayed').length, 49, 'the others replayed');
+      const categories = results.map((result) => (result as { category: Category }).category);
+      for (const category of categories) assert.deepEqual(category, categories[0], 'every answer is the one category');
+      assert.deepEqual(await store.list(), [categories[0]]);
+    });
+
+    caseWith('forgets a record after its retention: the key creates again', async (store) => {
+      const first = await store.createIdempotent({ name: 'Short-lived' }, idempotent('brief', 'a', 100));
+      assert.equal(first.outcome, 'created');
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      const later = await store.createIdempotent({ name: 'Short-lived' }, idempotent('brief', 'a', 100));
+      assert.equal(later.outcome, 'created');
+      assert.equal((await store.list()).length, 2);
+    });
+
+    caseWith(
+      'records nothing when an idempotent create fails (full store)',
+      async (store) => {
+        await store.create({ name: 'a' });
+        const full = (error: unknown) => isPetstoreError(error) && error.code === 'storage_full';
+        await assert.rejects(store.createIdempotent({ name: 'b' }, idempotent('full')), full);
+        // Had the failure been recorded, another body with the key would be a mismatch.
+        await assert.rejects(store.createIdempotent({ name: 'c' }, idempotent('full', 'other')), full);
+        assert.deepEqual((await store.list()).map((category) => category.name), ['a']);
+      },
+      { maxCategories: 1 },
+      options.capabilities?.capacity ?? true,
+    );
   });
+}
+
+/** 64 hex characters derived from `label`: the shape of the library's keys and fingerprints. */
+function hex64(label: string): string {
+  return Array.from({ length: 64 }, (_, i) => ((label.charCodeAt(i % label.length) + i) % 16).toString(16)).join('');
 }

@@ -115,6 +115,7 @@ describe('the conformance suites catch broken stores', () => {
           records.push(category);
           return category;
         },
+        createIdempotent: () => Promise.reject(new Error('unused')),
       };
     };
     const outcomes = await outcomesOf((test) =>
@@ -123,6 +124,28 @@ describe('the conformance suites catch broken stores', () => {
     expect(outcomes.get('gives parallel creates unique, increasing, safe-integer ids, and lists them all in id order')).toMatch(
       /ids are unique/,
     );
+  });
+
+  it('fail a category store whose idempotent create checks the record and creates in two steps', async () => {
+    const twoSteps = (): CategoryStore => {
+      const store = testCategoryStore();
+      const records = new Map<string, Category>();
+      return {
+        ...store,
+        async createIdempotent(newCategory, request) {
+          const found = records.get(request.key); // check …
+          if (found !== undefined) return { outcome: 'replayed', category: found };
+          await tick();
+          const category = await store.create(newCategory); // … then create: parallel calls all create
+          records.set(request.key, category);
+          return { outcome: 'created', category };
+        },
+      };
+    };
+    const outcomes = await outcomesOf((test) =>
+      runCategoryStoreConformance(test, { createStore: () => ({ store: twoSteps() }), capabilities: { capacity: false } }),
+    );
+    expect(outcomes.get('creates exactly one category for 50 parallel idempotent creates with one key; all 50 answer it')).toMatch(/one created/);
   });
 
   it('say which switch to turn off when a harness lacks a hook', async () => {

@@ -18,10 +18,17 @@ afterAll(async () => {
 
 /** A pool on the test server, ended after the file; connection errors of idle clients are ignored. */
 export function connectPool(config: pg.PoolConfig = {}): pg.Pool {
-  const pool = new pg.Pool({ connectionString: postgresUrl ?? undefined, max: 20, ...config });
+  // Few connections, closed soon when idle: many pools share one server (100 connections by default).
+  const pool = new pg.Pool({ connectionString: postgresUrl ?? undefined, max: 5, idleTimeoutMillis: 200, ...config });
   pool.on('error', () => undefined);
   pools.add(pool);
   return pool;
+}
+
+/** Ends a pool of {@link connectPool} now rather than after the file. */
+export async function endPool(pool: pg.Pool): Promise<void> {
+  pools.delete(pool);
+  await pool.end();
 }
 
 /** A new schema name, unique to this run and case. */

@@ -66,7 +66,8 @@ function serverUser(): { uid: number; gid: number } | undefined {
 
 /**
  * Runs `initdb` (trust authentication, user `postgres`, UTF-8, C locale) into a new temporary directory and
- * starts `postgres` there on a free port of 127.0.0.1 (no Unix socket), with `fsync=off` (a killed server keeps
+ * starts `postgres` there on a free port of 127.0.0.1 (no Unix socket), with 300 connections (test runs open many
+ * pools) and `fsync=off` (a killed server keeps
  * what it committed, because the operating system still holds the writes; only a machine crash would lose
  * them). Resolves once it accepts connections. The server is killed when this Node.js process exits normally;
  * always `stop()` the servers you start.
@@ -146,7 +147,7 @@ async function launch(
   spawnAs: { uid?: number; gid?: number },
   startTimeoutMs: number,
 ): Promise<ChildProcess> {
-  const args = ['-D', dir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off'];
+  const args = ['-D', dir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off', '-c', 'max_connections=300'];
   // detached: the server leads its own process group, so kill() can end every backend with one signal.
   const child = spawn(binary, args, { ...spawnAs, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C' } });
   let output = '';
