@@ -168,6 +168,19 @@ export interface BenchServer {
   close(): Promise<void>;
 }
 
+/** Wraps `target[method]` (when there is a target) so that its calls are counted; answers the count so far. */
+function countCalls<T extends object, K extends keyof T>(target: T | undefined, method: K): () => number {
+  let calls = 0;
+  if (target !== undefined) {
+    const original = (target[method] as (...args: unknown[]) => unknown).bind(target);
+    target[method] = ((...args: unknown[]) => {
+      calls += 1;
+      return original(...args);
+    }) as T[K];
+  }
+  return () => calls;
+}
+
 /**
  * Starts one server on 127.0.0.1, port 0, accepting `keys`, on the databases it needs ({@link serverNeeds}).
  * `fastify-peer-redis-pipelined` is `fastify-peer-redis` with ioredis's `enableAutoPipelining`, an option its
@@ -187,26 +200,10 @@ export async function startServer(name: ServerName, databases: ServerDatabases, 
     : undefined;
   // An idle connection that drops emits 'error' on the pool; without a listener it would end the process.
   pool?.on('error', (error) => console.error(`${name}: an idle PostgreSQL connection failed: ${error.message}`));
-  // Every statement of the stores goes through pool.query: count them there.
-  let statements = 0;
-  if (pool) {
-    const query = pool.query.bind(pool);
-    pool.query = ((...args: Parameters<typeof query>) => {
-      statements += 1;
-      return query(...args);
-    }) as typeof pool.query;
-  }
-  const postgresStatements = () => statements;
-  // Every request to Redis, whatever the library, goes through sendCommand: count them at the client.
-  let commands = 0;
-  if (redis) {
-    const sendCommand = redis.sendCommand.bind(redis);
-    redis.sendCommand = ((...args: Parameters<typeof sendCommand>) => {
-      commands += 1;
-      return sendCommand(...args);
-    }) as typeof redis.sendCommand;
-  }
-  const redisCommands = () => commands;
+  // Every statement of the stores goes through pool.query, and every request to Redis, whatever the library,
+  // through sendCommand: count them there.
+  const postgresStatements = countCalls(pool, 'query');
+  const redisCommands = countCalls(redis, 'sendCommand');
   const closeDatabases = async () => {
     if (redis) await redis.quit();
     if (pool) await pool.end();

@@ -8,7 +8,6 @@ import { attemptSignal, raceAbort, sleepWithTimers } from './abort.js';
 import { PetstoreClientError, type PetstoreClientErrorCode } from './errors.js';
 import type { PetstoreFetch, PetstoreFetchInit } from './fetch-types.js';
 import { checkIdempotencyKey, newIdempotencyKey, serializeIdempotencyKey } from './idempotency.js';
-import { isConnectionNotEstablished } from './network.js';
 import { readRateLimitInfo, type RateLimitInfo } from './rate-limit-info.js';
 import { backoffDelayMs, parseRetryAfter, resolveRetryOptions, type RetryOptions } from './retry.js';
 
@@ -106,21 +105,25 @@ export interface PetstoreClient {
   readonly lastRateLimit: RateLimitInfo | undefined;
 }
 
-/** How a failed attempt may be retried: always, only when the request is idempotent, or never. */
-type RetryClass = 'safe' | 'unsafe' | 'never';
+/**
+ * Whether a failed attempt may be retried. Every request this client sends is idempotent — `GET`s, and creates,
+ * which carry an `Idempotency-Key` (a repeat the server already executed is answered with a replay) — so any
+ * failure that may pass is retried, also one after which the request may have been executed.
+ */
+type RetryClass = 'retry' | 'never';
 
 type AttemptOutcome<T> =
   | { ok: true; value: T }
   | { ok: false; error: PetstoreClientError; retry: RetryClass; retryAfterMs: number | undefined };
 
 /**
- * How an error answer may be retried: a 429 other than a ban and a 409 `idempotency_key_in_flight` were
- * refused before anything was executed; a 503 may have been executed; anything else is final.
+ * How an error answer may be retried: a 429 other than a ban, a 409 `idempotency_key_in_flight` and a 503 may
+ * pass; anything else is final.
  */
 function retryClassOf(status: number, code: PetstoreClientErrorCode): RetryClass {
-  if (status === 429) return code === 'temporarily_banned' ? 'never' : 'safe';
-  if (status === 409) return code === 'idempotency_key_in_flight' ? 'safe' : 'never';
-  return status === 503 ? 'unsafe' : 'never';
+  if (status === 429) return code === 'temporarily_banned' ? 'never' : 'retry';
+  if (status === 409) return code === 'idempotency_key_in_flight' ? 'retry' : 'never';
+  return status === 503 ? 'retry' : 'never';
 }
 
 function isCategory(value: unknown): value is Category {
@@ -234,22 +237,22 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
     const { signal } = deadline;
     // Whatever the fetch rejects with (undici's DOMException, node-fetch's AbortError, anything), the
     // signal's state tells an aborted or timed-out attempt from a network error.
-    const failure = (cause: unknown, retryClass: RetryClass): AttemptOutcome<T> => {
+    const failure = (cause: unknown): AttemptOutcome<T> => {
       if (callerSignal?.aborted) return { ok: false, error: abortedError(init, callerSignal, attempts), retry: 'never', retryAfterMs: undefined };
       if (deadline.timedOut) {
         const error = new PetstoreClientError('timeout', timeoutMessage, { status: 0, attempts, cause: signal.reason });
         // Like a network error after sending; but when the budget ran out, nothing is left to retry with.
-        return { ok: false, error, retry: budgetBound ? 'never' : 'unsafe', retryAfterMs: undefined };
+        return { ok: false, error, retry: budgetBound ? 'never' : 'retry', retryAfterMs: undefined };
       }
       const message = `${init.method} ${categoriesUrl} failed: ${describeNetworkError(cause)}`;
-      return { ok: false, error: new PetstoreClientError('network_error', message, { status: 0, attempts, cause }), retry: retryClass, retryAfterMs: undefined };
+      return { ok: false, error: new PetstoreClientError('network_error', message, { status: 0, attempts, cause }), retry: 'retry', retryAfterMs: undefined };
     };
     try {
       let response;
       try {
         response = await raceAbort(doFetch(categoriesUrl, { ...init, signal }), signal);
       } catch (cause) {
-        return failure(cause, isConnectionNotEstablished(cause) ? 'safe' : 'unsafe');
+        return failure(cause);
       }
       lastRateLimit = readRateLimitInfo(response.headers) ?? lastRateLimit;
       const { status } = response;
@@ -258,7 +261,7 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
       try {
         text = await raceAbort(response.text(), signal);
       } catch (cause) {
-        return failure(cause, 'unsafe'); // the server answered: the request was executed or refused
+        return failure(cause); // the server answered: the request was executed or refused
       }
       const json = parseJson(text);
       const details = { status, attempts, retryAfterSeconds: retryAfter?.seconds };
@@ -284,16 +287,13 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
   async function send<T>(init: PetstoreFetchInit, accept: (value: unknown) => value is T, callOptions: PetstoreCallOptions | undefined): Promise<T> {
     const signal = callOptions?.signal ?? undefined;
     const startedAt = now();
-    // A create is idempotent through its key: a repeat the server already executed is answered with a replay.
-    const idempotent = init.method === 'GET' || init.headers['idempotency-key'] !== undefined;
     let budgetLeftMs = retry.maxElapsedMs;
     for (let attempts = 1; ; attempts++) {
       if (signal?.aborted) throw abortedError(init, signal, attempts - 1);
       const budgetBound = budgetLeftMs <= timeoutMs;
       const outcome = await attempt(init, accept, attempts, signal, budgetBound ? budgetLeftMs : timeoutMs, budgetBound);
       if (outcome.ok) return outcome.value;
-      const retryable = outcome.retry === 'safe' || (outcome.retry === 'unsafe' && (idempotent || retry.retryUnsafe));
-      if (!retryable || attempts >= retry.maxAttempts) throw outcome.error;
+      if (outcome.retry === 'never' || attempts >= retry.maxAttempts) throw outcome.error;
       const waitMs = Math.max(outcome.retryAfterMs ?? 0, backoffDelayMs(attempts - 1, retry, random));
       // A wait that ends when the budget does would leave no time for the attempt after it.
       if (waitMs >= retry.maxElapsedMs - (now() - startedAt)) throw outcome.error;
