@@ -3,9 +3,9 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     environment: 'node',
-    include: ['src/**/*.test.ts'],
+    include: ['src/**/*.test.ts', 'test-support/**/*.test.ts'],
     // The test files share one module graph per worker instead of importing it afresh each (they keep no module
-    // state; spies are restored after each test): 17 s → 8 s for this package alone on this 2-core machine.
+    // state; spies are restored after each test): measured, about half the time for this package alone.
     isolate: false,
   },
 });

@@ -46,6 +46,7 @@ export { DEFAULT_IDEMPOTENCY_RETENTION_MS, MAX_IDEMPOTENCY_KEY_LENGTH } from './
 export type { HostOperationId, OperationId, Stability } from './http/operations.js';
 export { DEFAULT_DEPRECATIONS, type DeprecationPolicy } from './http/deprecation.js';
 export type { PetstoreEvent, PetstoreEventType, PetstoreLogger } from './http/events.js';
+export type { PetstoreWarning, PetstoreWarningCode } from './http/warnings.js';
 export {
   API_DESCRIPTION_VERSION,
   OPENAPI_VERSION,
@@ -54,14 +55,7 @@ export {
   type OpenApiOperationInfo,
   type OpenApiOptions,
 } from './openapi/document.js';
-export {
-  createPetstore,
-  type FetchInfo,
-  type GuardRequest,
-  type GuardResult,
-  type HostOperationContext,
-  type HostOperationHandler,
-  type HostOperationResult,
-  type Petstore,
-  type PetstoreOptions,
-} from './http/pipeline.js';
+export { createPetstore, type FetchInfo, type Petstore } from './http/pipeline.js';
+export type { AnonymousRequest, PetstoreOptions, PetstoreRateLimitOptions } from './http/petstore-options.js';
+export type { GuardRequest, GuardResult } from './http/admission.js';
+export type { HostOperationContext, HostOperationHandler, HostOperationResult } from './http/host-operations.js';

@@ -18,8 +18,8 @@ import {
   petstoreNodeHandler,
   writeNodeResponse,
 } from './node.js';
-import { testRateLimitStore } from './rate-limit/test-store.js';
-import { testCategoryStore } from './storage/test-category-store.js';
+import { testRateLimitStore } from '../test-support/rate-limit-store.js';
+import { testCategoryStore } from '../test-support/category-store.js';
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -171,6 +171,8 @@ describe('nodePetstoreRequest and writeNodeResponse', () => {
 
   it('gives a signal that aborts when the client goes away before the answer, and only then', async () => {
     const outcomes: boolean[] = [];
+    let slowArrived: () => void = () => undefined;
+    const arrived = new Promise<void>((resolve) => (slowArrived = resolve));
     const origin = await listen((incoming, response) => {
       const signal = nodePetstoreRequest(incoming, { response }).signal as AbortSignal;
       if (incoming.url === '/fast') {
@@ -179,13 +181,14 @@ describe('nodePetstoreRequest and writeNodeResponse', () => {
         return;
       }
       signal.addEventListener('abort', () => outcomes.push(true));
+      slowArrived();
     });
     expect(await (await fetch(`${origin}/fast`)).text()).toBe('done');
     await expect.poll(() => outcomes).toEqual([false]);
     const client = httpRequest(`${origin}/slow`);
     client.on('error', () => undefined);
     client.end();
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await arrived; // the server holds the request, unanswered
     client.destroy();
     await expect.poll(() => outcomes).toEqual([false, true]);
   });

@@ -58,9 +58,10 @@ export function nodePetstoreRequest(request: IncomingMessage, options: NodeReque
 /**
  * A {@link PetstoreRequest} whose `signal` is made on first read. A class, so the getter lives once on the
  * prototype: an object literal with a `get signal()` closure per request gave every request its own hidden
- * class in V8's old space, which kept each request and response alive through young-generation collections
- * (measured on the Fastify benchmark: scavenges of 5.9 ms instead of 0.4 ms, garbage collection 19 % of the
- * server's CPU, 33 → 24 µs of server CPU per request with the class).
+ * class in V8's old space, which kept each request and response alive through young-generation collections:
+ * longer scavenges and a larger share of the server's CPU in garbage collection (measured on the Fastify
+ * benchmark: BENCHMARKS.md, section "HTTP: GET /v1/categories, authenticated, three categories", server CPU
+ * per request of fastify-petstore).
  */
 class NodePetstoreRequest implements PetstoreRequest {
   #controller: AbortController | undefined;
@@ -109,7 +110,7 @@ export function writeNodeResponse(response: ServerResponse, answer: PetstoreResp
 
 /** Options of {@link petstoreNodeHandler}. */
 export interface NodeHandlerOptions {
-  /** Where the API is mounted. Default: the petstore's `basePath` (`/v1` unless configured). */
+  /** Where the API is mounted. Default: the petstore's `prefix` (`/v1` unless configured). */
   prefix?: string;
   /**
    * Answers requests outside the prefix (your own routes). Default: 404 with the Error body and no rate-limit
@@ -126,7 +127,7 @@ export interface NodeHandlerOptions {
  * `server.on('checkExpectation', petstoreCheckExpectation({ prefix }))` for unknown `Expect` headers.
  */
 export function petstoreNodeHandler(petstore: Petstore, options: NodeHandlerOptions = {}): RequestListener {
-  const prefix = options.prefix ?? petstore.basePath;
+  const prefix = options.prefix ?? petstore.prefix;
   const fallback = options.fallback ?? ((_request, response) => writeNodeResponse(response, notFoundOutsideThePrefix()));
   return (request, response) => {
     if (pathBelowPrefix(originFormTarget(request.url ?? '/'), prefix) === undefined) {

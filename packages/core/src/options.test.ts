@@ -4,10 +4,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { staticApiKeys, type StaticApiKey } from './auth/api-key.js';
-import { createPetstore, type PetstoreOptions } from './http/pipeline.js';
-import { testRateLimitStore } from './rate-limit/test-store.js';
+import type { PetstoreOptions } from './http/petstore-options.js';
+import { createPetstore } from './http/pipeline.js';
+import { testRateLimitStore } from '../test-support/rate-limit-store.js';
 import { createRateLimiter } from './rate-limit/engine.js';
-import { testCategoryStore } from './storage/test-category-store.js';
+import { testCategoryStore } from '../test-support/category-store.js';
 import { fakeClock } from './testing/fake-clock.js';
 
 const SECRET = 'sk_live_do-not-echo-4f9a';
@@ -56,7 +57,8 @@ describe('createPetstore checks its options at creation', () => {
     ['a sunset before the deprecation', (o) => ({ ...o, deprecations: { getPetById: { deprecatedAtMs: 10, sunsetAtMs: 5 } } }), /deprecations\.getPetById the sunset \(sunsetAtMs\) must not precede/],
     ['a stability marker that does not exist', (o) => ({ ...o, stability: { listStoreOrders: 'alpha' } }), /stability\.listStoreOrders must be 'experimental' or 'beta' \(got "alpha"\)/],
     ['a body limit of 0', (o) => ({ ...o, bodyLimitBytes: 0 }), /bodyLimitBytes must be at least 1 \(got 0\)/],
-    ['a base path ending with /', (o) => ({ ...o, basePath: '/v1/' }), /basePath must be empty or start with "\/" and not end with "\/"/],
+    ['a prefix ending with /', (o) => ({ ...o, prefix: '/v1/' }), /prefix must be empty or start with "\/" and not end with "\/"/],
+    ['basePath, the old name of prefix', (o) => ({ ...o, basePath: '/api' }), /basePath is not an option \(options: .*prefix/],
     ['a clock without now()', (o) => ({ ...o, clock: { time: () => 0 } }), /clock\.now is required: it must be a function/],
   ])('refuses %s', (_label, change, message) => {
     const error = typeErrorOf(() => createPetstore(change(valid()) as PetstoreOptions));
@@ -103,14 +105,21 @@ describe('staticApiKeys checks its entries', () => {
 });
 
 describe('createRateLimiter checks its options at creation', () => {
-  it('refuses a missing store and a missing clock', () => {
-    const error = typeErrorOf(() => createRateLimiter({} as Parameters<typeof createRateLimiter>[0]));
+  it('refuses a missing store, and a clock without now()', () => {
+    const error = typeErrorOf(() => createRateLimiter({ clock: {} } as unknown as Parameters<typeof createRateLimiter>[0]));
     expect(error.message).toMatch(/^createRateLimiter: /);
     expect(error.message).toContain('store is required: it must be a RateLimitStore');
-    expect(error.message).toContain('clock is required: it must be a clock');
+    expect(error.message).toContain('clock.now is required: it must be a function');
   });
 
-  it('accepts a store and a clock', () => {
+  it('accepts a store with or without a clock', () => {
     expect(() => createRateLimiter({ store: testRateLimitStore(), clock: fakeClock() })).not.toThrow();
+    expect(() => createRateLimiter({ store: testRateLimitStore() })).not.toThrow();
+  });
+
+  it("refuses anonymousKey, createPetstore's option: the engine sees no request, consume takes the key", () => {
+    const options = { store: testRateLimitStore(), anonymousKey: () => 'someone' };
+    const error = typeErrorOf(() => createRateLimiter(options as Parameters<typeof createRateLimiter>[0]));
+    expect(error.message).toMatch(/^createRateLimiter: anonymousKey is not an option \(options: store, .*clock\); .*consume\(\{ anonymousKey \}\)/);
   });
 });

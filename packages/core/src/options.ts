@@ -99,20 +99,34 @@ const rateLimitEntries = {
   onStoreFailure: v.optional(StoreFailureSchema),
   onStoreError: v.optional(method('a function (error) => void')),
   standardHeaders: v.optional(v.boolean('must be true or false')),
-  anonymousKey: v.optional(method('a function (request) => string | undefined')),
   ipv6Subnet: v.optional(wholeNumber(1, 128)),
 };
 
-/** Options of a factory: unknown names are refused, listing the options there are. */
-function options<T extends Record<string, v.GenericSchema>>(entries: T) {
-  return v.strictObject(entries, objectMessage('an object of options', entries, `is not an option (options: ${Object.keys(entries).join(', ')})`));
+/**
+ * Options of a factory: unknown names are refused, listing the options there are; `hints` adds what to do
+ * instead, for names that belong elsewhere.
+ */
+function options<T extends Record<string, v.GenericSchema>>(entries: T, hints: Record<string, string> = {}) {
+  const unknown = `is not an option (options: ${Object.keys(entries).join(', ')})`;
+  const message = objectMessage('an object of options', entries, unknown);
+  return v.strictObject(entries, (issue) => {
+    const key = issue.path?.at(-1)?.key;
+    const hint = issue.expected === 'never' && typeof key === 'string' && Object.hasOwn(hints, key) ? hints[key] : undefined;
+    return hint === undefined ? message(issue) : `${unknown}; ${hint}`;
+  });
 }
 
-/** `rateLimit` of `createPetstore`. */
-export const RateLimitOptionsSchema = options(rateLimitEntries);
+/** `rateLimit` of `createPetstore`: the engine's options, plus `anonymousKey` (a function of the request). */
+export const RateLimitOptionsSchema = options({ ...rateLimitEntries, anonymousKey: v.optional(method('a function (request) => string | undefined')) });
 
-/** The options of `createRateLimiter`: `rateLimit` plus `clock`. */
-export const RateLimiterOptionsSchema = options({ ...rateLimitEntries, clock: ClockSchema });
+/**
+ * The options of `createRateLimiter`: the engine's options plus `clock`. No `anonymousKey`: the engine sees no
+ * request, its caller passes the anonymous key to `consume({ anonymousKey })`.
+ */
+export const RateLimiterOptionsSchema = options(
+  { ...rateLimitEntries, clock: v.optional(ClockSchema) },
+  { anonymousKey: 'the engine sees no request: pass the key to consume({ anonymousKey })' },
+);
 
 const operationIds = OPERATIONS.map((operation) => operation.operationId);
 const perOperation = <T extends v.GenericSchema>(schema: T) =>
@@ -176,7 +190,7 @@ const petstoreEntries = {
   bodyLimitBytes: v.optional(wholeNumber(1)),
   idempotency: v.optional(object({ retentionMs: v.optional(wholeNumber(1000)) }, 'the idempotency options ({ retentionMs? })')),
   realm: v.optional(v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty'))),
-  basePath: v.optional(
+  prefix: v.optional(
     v.pipe(v.string('must be a string'), v.regex(/^(?:|\/.*[^/])$/, 'must be empty or start with "/" and not end with "/"')),
   ),
   onEvent: v.optional(method('a function (event) => void')),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseNewCategory, type NewCategoryParseResult } from './schemas.js';
-import { pollutionProbe } from './test-pollution-probe.js';
+import { pollutionProbe } from '../test-support/pollution-probe.js';
 
 function failureMessage(result: NewCategoryParseResult): string {
   if (result.success) throw new Error(`expected a failure, got ${JSON.stringify(result.value)}`);

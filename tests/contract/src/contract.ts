@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 // The core's own probe (test support, not part of any package's exports), shared rather than copied.
-import { pollutionProbe } from '../../../packages/core/src/test-pollution-probe.js';
+import { pollutionProbe } from '../../../packages/core/test-support/pollution-probe.js';
 import { itWhen } from './it-when.js';
 import { RawConnection } from './raw-http.js';
 import {
@@ -391,8 +391,8 @@ export function defineContractCases(impl: ServerImpl): void {
 
   it('rejects a "__proto__" field (and constructor.prototype, also nested) with 400 and pollutes no prototype', async () => {
     const probe = pollutionProbe(`petstoreContractPollutionMarker_${impl.name.replace(/\W/g, '_')}`);
-    // The probe is sensitive: test-pollution-probe.test.ts shows it catching what a vulnerable merge of each
-    // payload does.
+    // The probe is sensitive: packages/core/test-support/pollution-probe.test.ts shows it catching what a
+    // vulnerable merge of each payload does.
     await withOwnServer(async (own) => {
       for (const { field, text } of probe.payloads) {
         const answer = await call(own, '/v1/categories', {

@@ -3,9 +3,9 @@
  * says), and the warning when nobody can tell them apart.
  */
 import { describe, expect, it, vi } from 'vitest';
-import { testRateLimitStore } from '../rate-limit/test-store.js';
+import { testRateLimitStore } from '../../test-support/rate-limit-store.js';
 import type { PetstoreLogger } from './events.js';
-import { CLIENT_ADDRESS, request, testPetstore } from './test-petstore.js';
+import { CLIENT_ADDRESS, request, testPetstore } from '../../test-support/petstore.js';
 import type { PetstoreRequest } from './types.js';
 
 const anonymous = (clientAddress: string | undefined, logger?: PetstoreLogger): PetstoreRequest => ({

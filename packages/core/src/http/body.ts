@@ -25,15 +25,17 @@ export const MAX_CONTENT_TYPE_LENGTH = 256;
 
 /**
  * Deepest nesting of JSON arrays and objects accepted in a request body (RFC 8259 §9 lets a parser set
- * limits). A NewCategory is a flat object, so the bound only keeps `JSON.parse` cheap: nesting costs it
- * about a microsecond per level, so a 1 MiB body of brackets would hold the event loop for 0.4 s.
+ * limits). A NewCategory is a flat object, so the bound only keeps `JSON.parse` cheap: nesting costs it time
+ * per level, so a 1 MiB body of brackets would hold the event loop long (the cost with the bound:
+ * BENCHMARKS.md, section "Hostile bodies: POST /v1/categories, up to 1 MiB", rows "deep nesting").
  */
 export const MAX_JSON_DEPTH = 32;
 
 /**
  * Most object members (`"key": value` pairs, all objects of the body together) accepted in a request body.
- * A NewCategory has at most two; the bound keeps `JSON.parse` cheap: distinct keys cost it about a
- * microsecond each, so a 1 MiB body of 100,000 keys would hold the event loop for 0.1–0.15 s.
+ * A NewCategory has at most two; the bound keeps `JSON.parse` cheap: distinct keys cost it time each, so a
+ * 1 MiB body of 100,000 keys would hold the event loop long (the cost with the bound:
+ * BENCHMARKS.md, section "Hostile bodies: POST /v1/categories, up to 1 MiB", row "100,000 distinct keys").
  */
 export const MAX_JSON_MEMBERS = 1000;
 

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { DEFAULT_DEPRECATIONS, deprecationHeaders, isGone, type DeprecationPolicy } from './deprecation.js';
-import type { HostOperationHandler } from './pipeline.js';
-import { FREE_AUTH, expectError, parse, request, testPetstore } from './test-petstore.js';
+import type { HostOperationHandler } from './host-operations.js';
+import { FREE_AUTH, expectError, parse, request, testPetstore } from '../../test-support/petstore.js';
 
 const DEPRECATED_AT_MS = Date.UTC(2026, 0, 1);
 const SUNSET_AT_MS = Date.UTC(2027, 0, 1);

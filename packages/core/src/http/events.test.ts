@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { staticApiKeys } from '../auth/api-key.js';
-import { testRateLimitStore } from '../rate-limit/test-store.js';
+import { testRateLimitStore } from '../../test-support/rate-limit-store.js';
 import type { PetstoreEvent, PetstoreLogger } from './events.js';
-import { CLIENT_ADDRESS, expectError, keyIdOf, request, testPetstore, type TestPetstore } from './test-petstore.js';
-import type { PetstoreOptions } from './pipeline.js';
+import { CLIENT_ADDRESS, expectError, keyIdOf, request, testPetstore, type TestPetstore } from '../../test-support/petstore.js';
+import type { PetstoreOptions } from './petstore-options.js';
 
 const KEY = 'events-key-5b2d9e71c4';
 const TIGHT_KEY = 'events-tight-key-0c8a3f';

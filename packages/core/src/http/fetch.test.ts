@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { readWebStream } from './fetch.js';
-import { FREE_KEY, testPetstore } from './test-petstore.js';
+import { FREE_KEY, testPetstore } from '../../test-support/petstore.js';
 
 const AUTH = { authorization: `Bearer ${FREE_KEY}` };
 
@@ -74,8 +74,9 @@ describe('petstore.fetch', () => {
     },
   );
 
-  it('serves a configured basePath', async () => {
-    const { petstore } = testPetstore({ basePath: '/api/pets/v1' });
+  it('serves a configured prefix', async () => {
+    const { petstore } = testPetstore({ prefix: '/api/pets/v1' });
+    expect(petstore.prefix).toBe('/api/pets/v1');
     expect((await petstore.fetch(new Request('http://x/api/pets/v1/categories', { headers: AUTH }))).status).toBe(200);
     expect((await petstore.fetch(new Request('http://x/v1/categories', { headers: AUTH }))).status).toBe(404);
   });

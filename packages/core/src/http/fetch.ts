@@ -6,7 +6,7 @@ import { notFoundOutsideThePrefix, pathBelowPrefix } from './prefix.js';
 import type { BodyReadResult, PetstoreRequest, PetstoreRequestBody } from './types.js';
 
 /**
- * Answers a Fetch `Request` through `petstore.handle`. Paths outside `petstore.basePath` (see
+ * Answers a Fetch `Request` through `petstore.handle`. Paths outside `petstore.prefix` (see
  * `pathBelowPrefix`) get a 404 Error body (they are not part of the API, so they carry no rate-limit headers).
  */
 export async function handleFetch(
@@ -15,7 +15,7 @@ export async function handleFetch(
   info: FetchInfo | undefined,
 ): Promise<Response> {
   const url = new URL(request.url);
-  const path = pathBelowPrefix(url.pathname + url.search, petstore.basePath);
+  const path = pathBelowPrefix(url.pathname + url.search, petstore.prefix);
   const answer = path === undefined ? notFoundOutsideThePrefix() : await petstore.handle(petstoreRequest(request, path, info));
   return new Response(answer.body ?? null, { status: answer.status, headers: answer.headers });
 }

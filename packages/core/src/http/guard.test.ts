@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { testRateLimitStore } from '../rate-limit/test-store.js';
-import type { GuardResult } from './pipeline.js';
+import { testRateLimitStore } from '../../test-support/rate-limit-store.js';
+import type { GuardResult } from './admission.js';
 import {
   FREE_KEY,
   ONE_PER_MINUTE_KEY,
@@ -8,7 +8,7 @@ import {
   keyIdOf,
   request,
   testPetstore,
-} from './test-petstore.js';
+} from '../../test-support/petstore.js';
 import type { PetstoreResponse } from './types.js';
 
 const TIGHT_AUTH = { authorization: `Bearer ${ONE_PER_MINUTE_KEY}` };

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { PetstoreError } from '../errors.js';
-import type { HostOperationContext, HostOperationHandler, HostOperationResult } from './pipeline.js';
+import type { HostOperationContext, HostOperationHandler, HostOperationResult } from './host-operations.js';
 import {
   FREE_AUTH,
   FREE_KEY,
@@ -10,7 +10,7 @@ import {
   parse,
   request,
   testPetstore,
-} from './test-petstore.js';
+} from '../../test-support/petstore.js';
 
 /** A handler that records its contexts and answers `result`. */
 function recordingHandler(result: HostOperationResult = { body: { ok: true } }) {

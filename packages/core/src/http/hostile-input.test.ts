@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ERROR_STATUS } from '../errors.js';
 import { exceededJsonBound, MAX_JSON_DEPTH, MAX_JSON_MEMBERS } from './body.js';
-import { FREE_KEY, expectError, parse, testPetstore } from './test-petstore.js';
+import { FREE_KEY, expectError, parse, testPetstore } from '../../test-support/petstore.js';
 import type { PetstoreHeaders, PetstoreRequest, PetstoreRequestBody } from './types.js';
 
 const AUTH = `Bearer ${FREE_KEY}`;

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { hash } from 'node:crypto';
 import { createPetstore } from './pipeline.js';
-import { FREE_KEY, ONE_PER_MINUTE_KEY, expectError, keyIdOf, parse, testPetstore } from './test-petstore.js';
+import { FREE_KEY, ONE_PER_MINUTE_KEY, expectError, keyIdOf, parse, testPetstore } from '../../test-support/petstore.js';
 import type { BodyReadResult, PetstoreHeaders, PetstoreRequest, PetstoreRequestBody } from './types.js';
 
 
@@ -48,9 +48,17 @@ describe('createCategory with Idempotency-Key', () => {
   it('answers 409 idempotency_key_in_flight with Retry-After while the first create with the key is still being read', async () => {
     const { petstore, categories } = testPetstore();
     let release: (result: BodyReadResult) => void = () => undefined;
-    const slowBody: PetstoreRequestBody = { kind: 'stream', read: () => new Promise<BodyReadResult>((resolve) => (release = resolve)) };
+    let readStarted: () => void = () => undefined;
+    const reading = new Promise<void>((resolve) => (readStarted = resolve));
+    const slowBody: PetstoreRequestBody = {
+      kind: 'stream',
+      read: () => {
+        readStarted();
+        return new Promise<BodyReadResult>((resolve) => (release = resolve));
+      },
+    };
     const first = petstore.handle(create(slowBody, '"slow"'));
-    await new Promise((resolve) => setImmediate(resolve));
+    await reading; // the first create is in flight, reading its body
     const repeat = await petstore.handle(create('{"name":"Slow"}', '"slow"'));
     expectError(repeat, 409, 'idempotency_key_in_flight');
     expect(repeat.headers['retry-after']).toBe('1');

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { OPERATIONS, matchRoute, type RouteMatch } from './operations.js';
-import { expectError, parse, request, testPetstore } from './test-petstore.js';
+import { expectError, parse, request, testPetstore } from '../../test-support/petstore.js';
 
 /** The operationId and params of a match, or its kind when it is not an operation. */
 function summary(match: RouteMatch): unknown {

@@ -19,7 +19,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { staticApiKeys } from '../auth/api-key.js';
 import { ERROR_CODES, ERROR_STATUS, PetstoreError, type ErrorCode } from '../errors.js';
-import { testRateLimitStore } from '../rate-limit/test-store.js';
+import { testRateLimitStore } from '../../test-support/rate-limit-store.js';
 import {
   ENTERPRISE_KEY,
   HOSTILE_SHAPES,
@@ -33,9 +33,9 @@ import {
   shapeNamed,
   streamOf,
   type BuiltRequest,
-} from './fuzz-arbitraries.js';
-import type { HostOperationHandler } from './pipeline.js';
-import { FREE_KEY, ONE_PER_MINUTE_KEY, testPetstore, type TestPetstore } from './test-petstore.js';
+} from '../../test-support/fuzz-arbitraries.js';
+import type { HostOperationHandler } from './host-operations.js';
+import { FREE_KEY, ONE_PER_MINUTE_KEY, testPetstore, type TestPetstore } from '../../test-support/petstore.js';
 import type { PetstoreRequest, PetstoreResponse } from './types.js';
 
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
@@ -145,8 +145,8 @@ function checkAnswer(
   }
 
   // 5. Work bounded by size: CPU time within 500 ms + 1 s per MiB. Far above what any request costs (the
-  // worst 1 MiB body takes tens of ms: npm run bench), so only a blow-up fails it — quadratic work on a
-  // long value costs seconds already at a few hundred KiB.
+  // worst 1 MiB bodies: BENCHMARKS.md, section "Hostile bodies: POST /v1/categories, up to 1 MiB"), so only
+  // a blow-up fails it — quadratic work on a long value costs seconds already at a few hundred KiB.
   const boundMs = 500 + (1000 * built.size) / MEBIBYTE;
   expect(cpuMs, `CPU time (ms) for a request of ${built.size} bytes`).toBeLessThanOrEqual(boundMs);
 

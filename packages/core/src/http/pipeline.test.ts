@@ -1,11 +1,11 @@
 import { describe, expect, it, vi } from 'vitest';
 import { PetstoreError } from '../errors.js';
-import { testRateLimitStore } from '../rate-limit/test-store.js';
+import { testRateLimitStore } from '../../test-support/rate-limit-store.js';
 import type { ConsumeResult, RateLimitStore } from '../rate-limit/types.js';
 import type { Category } from '../schemas.js';
 import type { CategoryStore } from '../storage/category-store.js';
-import { pollutionProbe } from '../test-pollution-probe.js';
-import { FREE_KEY, ONE_PER_MINUTE_KEY, expectError, parse, testPetstore } from './test-petstore.js';
+import { pollutionProbe } from '../../test-support/pollution-probe.js';
+import { FREE_KEY, ONE_PER_MINUTE_KEY, expectError, parse, testPetstore } from '../../test-support/petstore.js';
 import type { PetstoreHeaders, PetstoreRequest, PetstoreRequestBody } from './types.js';
 
 const AUTH = { authorization: `Bearer ${FREE_KEY}` };
@@ -459,8 +459,12 @@ describe('options', () => {
     expect(() => testPetstore({ bodyLimitBytes })).toThrow(TypeError);
   });
 
-  it.each(['v1', '/v1/', '/'])('rejects a basePath of %j', (basePath) => {
-    expect(() => testPetstore({ basePath })).toThrow(TypeError);
+  it.each(['v1', '/v1/', '/'])('rejects a prefix of %j', (prefix) => {
+    expect(() => testPetstore({ prefix })).toThrow(TypeError);
+  });
+
+  it('mounts at /v1 unless told otherwise', () => {
+    expect(testPetstore().petstore.prefix).toBe('/v1');
   });
 });
 

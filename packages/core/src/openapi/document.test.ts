@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ERROR_CODES } from '../errors.js';
-import { FREE_AUTH, expectError, parse, request, testPetstore } from '../http/test-petstore.js';
-import { testRateLimitStore } from '../rate-limit/test-store.js';
+import { FREE_AUTH, expectError, parse, request, testPetstore } from '../../test-support/petstore.js';
+import { testRateLimitStore } from '../../test-support/rate-limit-store.js';
 import { parseNewCategory } from '../schemas.js';
 import { API_DESCRIPTION_VERSION, OPENAPI_VERSION, buildOpenApiDocument, type OpenApiDocument } from './document.js';
 

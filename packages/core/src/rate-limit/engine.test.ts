@@ -1,8 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { PlanLimits, Principal } from '../auth/principal.js';
 import { fakeClock } from '../testing/fake-clock.js';
 import { createRateLimiter, type RateLimitDecision, type RateLimiter, type RateLimitSubject } from './engine.js';
-import { testRateLimitStore } from './test-store.js';
+import { testRateLimitStore } from '../../test-support/rate-limit-store.js';
 import type { BanPolicy } from './types.js';
 
 const SECOND = 1_000;
@@ -332,6 +332,21 @@ describe('createRateLimiter: configuration', () => {
     const limiter = createRateLimiter({ store, clock });
     const stranger = { ...principal('free').principal, plan: 'gold' } as unknown as Principal;
     await expect(limiter.consume({ principal: stranger })).rejects.toThrow('principal.plan "gold" is not a plan');
+  });
+
+  it('decides on the system clock when given no clock', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(T0 + 59 * SECOND);
+      const limiter = createRateLimiter({ store: testRateLimitStore(), plans: { free: { requestsPerMinute: 1, requestsPerDay: 10 } } });
+      const first = await limiter.consume(principal('free'));
+      expect(first.headers['x-ratelimit-reset']).toBe(epochSeconds(T0 + MINUTE));
+      expect((await limiter.consume(principal('free'))).allowed).toBe(false);
+      vi.setSystemTime(T0 + MINUTE); // the next minute window, by the system clock
+      expect((await limiter.consume(principal('free'))).allowed).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('accepts a limit of 0, which rejects every request', async () => {

@@ -3,7 +3,7 @@
  * turns the outcome into headers.
  */
 import type { PlanLimits, PlanName, Principal } from '../auth/principal.js';
-import type { Clock } from '../clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { DEFAULT_IPV6_SUBNET, normalizeClientAddress } from './client-address.js';
 import { RateLimiterOptionsSchema, assertOptions } from '../options.js';
 import { PetstoreError } from '../errors.js';
@@ -28,8 +28,8 @@ export interface RateLimiterOptions {
   anonymous?: PlanLimits;
   /** Temporary ban policy, or `false` to turn bans off. Default {@link DEFAULT_BAN_POLICY}. */
   ban?: BanPolicy | false;
-  /** Source of time (Unix epoch ms). */
-  clock: Clock;
+  /** Source of time (Unix epoch ms). Default: the system clock. */
+  clock?: Clock;
   /** What happens when the store fails (throws, e.g. unreachable or timed out). Default: fail closed. */
   onStoreFailure?: StoreFailurePolicy;
   /** Called with every store failure, for logging and metrics. */
@@ -42,24 +42,10 @@ export interface RateLimiterOptions {
    */
   standardHeaders?: boolean;
   /**
-   * Who a caller without a valid API key is, for the anonymous limits: a function of the request answering
-   * a string (a client address your infrastructure vouches for, a session id …) or `undefined`. Default:
-   * the client address the framework reports (`request.clientAddress`), IPv6 grouped by `ipv6Subnet`. An
-   * `undefined` answer, like a missing or unparseable address, puts the caller in one shared `unknown`
-   * counter and is warned about once (`PETSTORE_NO_CLIENT_ADDRESS`). Used by `createPetstore` (the engine on
-   * its own takes the subject from its caller).
+   * IPv6 prefix length by which the client addresses of anonymous subjects (`consume({ clientAddress })`) are
+   * grouped, 1–128. Default 64.
    */
-  anonymousKey?: (request: AnonymousRequest) => string | undefined;
-  /** IPv6 prefix length by which anonymous client addresses are grouped, 1–128. Default 64. */
   ipv6Subnet?: number;
-}
-
-/** What {@link RateLimiterOptions.anonymousKey} sees of a request. */
-export interface AnonymousRequest {
-  method: string;
-  path: string;
-  headers: Readonly<Record<string, string | readonly string[] | undefined>>;
-  clientAddress?: string | undefined;
 }
 
 /**
@@ -115,8 +101,11 @@ export interface RateLimiter {
 }
 
 /**
- * Creates the rate-limit engine.
- * @throws TypeError naming the option, on a missing store, invalid limits, ban or failure policy.
+ * Creates the rate-limit engine. It sees no request: who is charged is the subject its caller passes to
+ * `consume` — a principal, a client address, or an anonymous key the caller chose (what `createPetstore`'s
+ * `rateLimit.anonymousKey` answers is passed so).
+ * @throws TypeError naming the option, on a missing store, invalid limits, ban or failure policy, or an option
+ *   the engine does not have (`anonymousKey` among them: pass `consume({ anonymousKey })` instead).
  */
 export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   assertOptions(RateLimiterOptionsSchema, options, 'createRateLimiter');
@@ -157,7 +146,7 @@ export function createRateLimitDecider(options: RateLimiterOptions): (subject: R
     return windows;
   }
   const anonymousStore = options.anonymousStore ?? options.store.newStore?.() ?? options.store;
-  const { clock, store, standardHeaders = false, onStoreError } = options;
+  const { clock = systemClock, store, standardHeaders = false, onStoreError } = options;
   const failure = options.onStoreFailure ?? { mode: 'fail-closed' };
   const failClosedRetryAfterSeconds =
     failure.mode === 'fail-closed'

@@ -4,11 +4,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { decideConsume, type RateLimitState } from '../rate-limit/fixed-window.js';
-import { testRateLimitStore } from '../rate-limit/test-store.js';
+import { testRateLimitStore } from '../../test-support/rate-limit-store.js';
 import type { RateLimitStore, WindowUsage } from '../rate-limit/types.js';
 import type { Category } from '../schemas.js';
 import type { CategoryStore } from '../storage/category-store.js';
-import { testCategoryStore } from '../storage/test-category-store.js';
+import { testCategoryStore } from '../../test-support/category-store.js';
 import { runCategoryStoreConformance } from './category-store-suite.js';
 import { runRateLimitStoreConformance, type RateLimitStoreHarness } from './rate-limit-store-suite.js';
 import type { ConformanceTestApi } from './test-api.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { pollutionProbe, vulnerableMerge } from './test-pollution-probe.js';
+import { pollutionProbe, vulnerableMerge } from './pollution-probe.js';
 
 // The tests that use the probe (here, and the HTTP contract suite) assert it finds nothing; this shows it
 // would find something: each payload, fed to a vulnerable deep merge, is caught.

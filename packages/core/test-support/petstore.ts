@@ -3,13 +3,14 @@
  * For this package's own tests only; not exported.
  */
 import { expect } from 'vitest';
-import { hashApiKey, staticApiKeys } from '../auth/api-key.js';
-import { testRateLimitStore, type TestRateLimitStore } from '../rate-limit/test-store.js';
-import { testCategoryStore, type TestCategoryStore } from '../storage/test-category-store.js';
-import { fakeClock, type FakeClock } from '../testing/fake-clock.js';
-import { createPetstore, type Petstore, type PetstoreOptions } from './pipeline.js';
-import type { PetstoreHeaders, PetstoreRequest, PetstoreResponse } from './types.js';
-import type { PetstoreWarning } from './warnings.js';
+import { hashApiKey, staticApiKeys } from '../src/auth/api-key.js';
+import { testRateLimitStore, type TestRateLimitStore } from './rate-limit-store.js';
+import { testCategoryStore, type TestCategoryStore } from './category-store.js';
+import { fakeClock, type FakeClock } from '../src/testing/fake-clock.js';
+import type { PetstoreOptions } from '../src/http/petstore-options.js';
+import { createPetstore, type Petstore } from '../src/http/pipeline.js';
+import type { PetstoreHeaders, PetstoreRequest, PetstoreResponse } from '../src/http/types.js';
+import type { PetstoreWarning } from '../src/http/warnings.js';
 
 /** A Free-plan API key (60 per minute, 1,000 per day). */
 export const FREE_KEY = 'free-key-4f9a0c2e7b';

@@ -1,8 +1,8 @@
 /**
  * An in-test {@link CategoryStore} over an array. For this package's own tests only; not exported.
  */
-import type { Category } from '../schemas.js';
-import type { CategoryStore, IdempotentCreateRequest } from './category-store.js';
+import type { Category } from '../src/schemas.js';
+import type { CategoryStore, IdempotentCreateRequest } from '../src/storage/category-store.js';
 
 /** A {@link CategoryStore} whose records tests can read directly. */
 export interface TestCategoryStore extends CategoryStore {

@@ -7,8 +7,8 @@
  * a count) and built when a request is sent, so generating, shrinking and printing a counterexample stay cheap.
  */
 import fc from 'fast-check';
-import { FREE_KEY, ONE_PER_MINUTE_KEY } from './test-petstore.js';
-import type { BodyReadResult, PetstoreHeaders, PetstoreRequest, PetstoreRequestBody } from './types.js';
+import { FREE_KEY, ONE_PER_MINUTE_KEY } from './petstore.js';
+import type { BodyReadResult, PetstoreHeaders, PetstoreRequest, PetstoreRequestBody } from '../src/http/types.js';
 
 /** An Enterprise key with limits no fuzz run reaches. */
 export const ENTERPRISE_KEY = 'fuzz-enterprise-key-5b2e91c47d0a';

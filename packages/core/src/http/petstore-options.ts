@@ -1,0 +1,174 @@
+/**
+ * The options of `createPetstore`, resolved once: checked (one TypeError at creation for any wrong option),
+ * defaults filled in, the deprecations merged with their default and warned about, the OpenAPI description
+ * built. The parts of the pipeline are made from the result; nothing here runs per request.
+ */
+import type { ApiKeyStore } from '../auth/api-key.js';
+import { systemClock, type Clock } from '../clock.js';
+import { buildOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from '../openapi/document.js';
+import { PetstoreOptionsSchema, assertOptions } from '../options.js';
+import type { RateLimiterOptions } from '../rate-limit/engine.js';
+import type { CategoryStore } from '../storage/category-store.js';
+import { DEFAULT_BODY_LIMIT_BYTES } from './body.js';
+import { DEFAULT_DEPRECATIONS, type DeprecationPolicy } from './deprecation.js';
+import type { PetstoreEvent } from './events.js';
+import type { HostOperationHandler } from './host-operations.js';
+import { DEFAULT_IDEMPOTENCY_RETENTION_MS } from './idempotency.js';
+import type { HostOperationId, OperationId, Stability } from './operations.js';
+import { DEFAULT_PREFIX } from './prefix.js';
+import type { PetstoreHeaders } from './types.js';
+import { warningsOnce, type PetstoreWarning } from './warnings.js';
+
+/** What {@link PetstoreRateLimitOptions.anonymousKey} sees of a request. */
+export interface AnonymousRequest {
+  method: string;
+  /** The path below the prefix, with the query string. */
+  path: string;
+  /** Header values by lowercase name. */
+  headers: PetstoreHeaders;
+  /** The client's IP address as the framework reports it, if any. */
+  clientAddress?: string | undefined;
+}
+
+/** `rateLimit` of {@link PetstoreOptions}: the engine's options (its clock is the petstore's), plus `anonymousKey`. */
+export interface PetstoreRateLimitOptions extends Omit<RateLimiterOptions, 'clock'> {
+  /**
+   * Who a caller without a valid API key is, for the anonymous limits: a function of the request answering
+   * a string (a client address your infrastructure vouches for, a session id …) or `undefined`. Default:
+   * the client address the framework reports (`request.clientAddress`), IPv6 grouped by `ipv6Subnet`. An
+   * `undefined` answer, like a missing or unparseable address, puts the caller in one shared `unknown`
+   * counter and is warned about once (`PETSTORE_NO_CLIENT_ADDRESS`).
+   * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#anonymous-callers
+   */
+  anonymousKey?: (request: AnonymousRequest) => string | undefined;
+}
+
+/** Options of `createPetstore`. */
+export interface PetstoreOptions {
+  /** Resolves API keys to principals. */
+  apiKeys: ApiKeyStore;
+  /** Where categories live. */
+  categories: CategoryStore;
+  /** Rate limiting: the store(s), and optionally plans, anonymous limits, bans, failure policy. */
+  rateLimit: PetstoreRateLimitOptions;
+  /** Handlers of the host's operations (`getPetById`, `listStoreOrders`). Missing ones answer 501. */
+  handlers?: Partial<Record<HostOperationId, HostOperationHandler>>;
+  /**
+   * Deprecated operations. Default {@link DEFAULT_DEPRECATIONS}: `getPetById` deprecated, with no sunset (it
+   * keeps working; a sunset date and the 410 after it happen only when configured). Entries replace the
+   * default per operation; `null` removes one.
+   */
+  deprecations?: Partial<Record<OperationId, DeprecationPolicy | null>>;
+  /** Stability markers per operation, e.g. `{ listStoreOrders: 'beta' }`. Default: none. */
+  stability?: Partial<Record<OperationId, Stability>>;
+  /** The OpenAPI description's servers, title and description. */
+  openapi?: OpenApiOptions;
+  /** Source of time, Unix epoch ms. Default: the system clock. */
+  clock?: Clock;
+  /** Largest accepted request body in bytes; larger bodies get 413. Default 1 MiB (1,048,576). */
+  bodyLimitBytes?: number;
+  /**
+   * Creates sent with an `Idempotency-Key` header: the category store keeps each key's record (the request's
+   * fingerprint and the category it created) for `retentionMs` milliseconds; a repeat within that time replays
+   * the first answer. Default `{ retentionMs: 86_400_000 }` (24 h); at least 1,000.
+   * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#idempotency-key
+   */
+  idempotency?: { retentionMs?: number };
+  /** The realm of the `WWW-Authenticate` challenge on 401 answers. Default `petstore`. */
+  realm?: string;
+  /**
+   * Where the API is mounted, for the Fetch entry (`petstore.fetch`) and `petstoreNodeHandler`: `''` or a path
+   * starting with `/` and not ending with `/`. Default `/v1`. The adapters take theirs from the framework
+   * (their own `prefix` option).
+   */
+  prefix?: string;
+  /** Called with every event: unauthorized, rate_limited, banned, internal_error (see `PetstoreEvent`). */
+  onEvent?: (event: PetstoreEvent) => void;
+  /**
+   * Called with every unexpected error behind a 500 answer (a store that throws, say), and with every
+   * rate-limit store failure (unless `rateLimit.onStoreError` is set). Default: logs it with `console.error`.
+   * Never receives API keys.
+   */
+  onInternalError?: (error: unknown) => void;
+  /**
+   * Receives each setup warning once: `PETSTORE_NO_CLIENT_ADDRESS` (callers without a key and without a usable
+   * client address share one counter: set your framework's trust-proxy setting, or `rateLimit.anonymousKey`)
+   * and `PETSTORE_DEPRECATED_WITHOUT_SUNSET` (at creation, for a deprecated operation with a handler and no
+   * sunset date). Default: the request's logger when it has one (Fastify's `request.log`), else
+   * `console.warn`.
+   */
+  onWarning?: (warning: PetstoreWarning) => void;
+}
+
+/** The options with every default filled in: what the parts of the pipeline are made from. */
+export interface ResolvedOptions {
+  apiKeys: ApiKeyStore;
+  categories: CategoryStore;
+  rateLimit: PetstoreRateLimitOptions;
+  handlers: Partial<Record<HostOperationId, HostOperationHandler>>;
+  /** The configured deprecations over the default ones, without the removed (`null`) entries. */
+  deprecations: Partial<Record<OperationId, DeprecationPolicy>>;
+  stability: Partial<Record<OperationId, Stability>>;
+  openapi: OpenApiDocument;
+  /** `openapi` as JSON text, written once. */
+  openapiJson: string;
+  clock: Clock;
+  bodyLimitBytes: number;
+  /** How long an idempotent create's record is kept, ms. */
+  retentionMs: number;
+  realm: string;
+  prefix: string;
+  onEvent: ((event: PetstoreEvent) => void) | undefined;
+  /** The host's `onInternalError` (or the default), made safe: a reporter that throws is ignored. */
+  onInternalError: (error: unknown) => void;
+  /** Gives each setup warning once (see {@link warningsOnce}). */
+  warn: ReturnType<typeof warningsOnce>;
+}
+
+/**
+ * Checks the options and fills in the defaults.
+ * @throws TypeError naming the option and what it accepts, for any wrong or unknown option.
+ */
+export function resolveOptions(options: PetstoreOptions): ResolvedOptions {
+  assertOptions(PetstoreOptionsSchema, options, 'createPetstore');
+  const warn = warningsOnce(options.onWarning);
+  const handlers = options.handlers ?? {};
+  const deprecations: Partial<Record<OperationId, DeprecationPolicy>> = {};
+  for (const [operationId, policy] of Object.entries({ ...DEFAULT_DEPRECATIONS, ...options.deprecations })) {
+    if (policy === null || policy === undefined) continue;
+    deprecations[operationId as OperationId] = policy;
+    if (policy.sunsetAtMs === undefined && handlers[operationId as HostOperationId] !== undefined) {
+      warn({
+        code: 'PETSTORE_DEPRECATED_WITHOUT_SUNSET',
+        message: `${operationId} is deprecated (answers carry a Deprecation header) and has no sunset date, so it keeps working. Set deprecations.${operationId}.sunsetAtMs to announce one.`,
+      });
+    }
+  }
+  const stability = { ...options.stability };
+  const openapi = buildOpenApiDocument(options.openapi ?? {}, { deprecations, stability });
+  const report = options.onInternalError ?? ((error: unknown) => console.error('[petstore] internal error:', error));
+  return {
+    apiKeys: options.apiKeys,
+    categories: options.categories,
+    rateLimit: options.rateLimit,
+    handlers,
+    deprecations,
+    stability,
+    openapi,
+    openapiJson: JSON.stringify(openapi),
+    clock: options.clock ?? systemClock,
+    bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+    retentionMs: options.idempotency?.retentionMs ?? DEFAULT_IDEMPOTENCY_RETENTION_MS,
+    realm: options.realm ?? 'petstore',
+    prefix: options.prefix ?? DEFAULT_PREFIX,
+    onEvent: options.onEvent,
+    onInternalError: (error) => {
+      try {
+        report(error);
+      } catch {
+        // a failing reporter must not turn an answer into a thrown error
+      }
+    },
+    warn,
+  };
+}
