@@ -394,7 +394,7 @@ const longPath = fc.record({
   }
 });
 
-const basePath = fc.oneof(
+const barePath = fc.oneof(
   { weight: 6, arbitrary: fc.constantFrom(...REAL_PATHS) },
   { weight: 3, arbitrary: fc.oneof(fc.constantFrom(...PET_IDS), fc.string({ maxLength: 12 }), fc.nat().map(String)).map((id) => `/pets/${id}`) },
   { weight: 3, arbitrary: fc.constantFrom(...ODD_PATHS) },
@@ -406,7 +406,7 @@ const basePath = fc.oneof(
 /** Paths below the prefix: real and odd ones, with trailing slashes and query strings. */
 export const anyPath: fc.Arbitrary<string> = fc
   .record({
-    base: basePath,
+    base: barePath,
     slash: fc.oneof({ weight: 5, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
     query: fc.option(fc.oneof(fc.constantFrom(...QUERIES), fc.string({ maxLength: 30 }).map((query) => `?${query}`)), { freq: 3, nil: undefined }),
   })
