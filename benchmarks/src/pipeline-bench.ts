@@ -3,7 +3,8 @@
  * memory stores, called directly as the adapters call it (no HTTP), with 3 and 100 categories. Beside it, the
  * same petstore on a category store that answers an unfrozen copy of its list, so the JSON of the list is
  * written per request: the difference is what the frozen-array rule of `CategoryStore.list` saves (see the
- * comment on `listJson` in the core's pipeline). Compare against the server CPU per request of BENCHMARKS.md.
+ * comment on `listJson` in packages/core/src/http/category-operations.ts). Compare against the server CPU per
+ * request of BENCHMARKS.md.
  *
  * Try it: `node --expose-gc --import tsx src/pipeline-bench.ts` from benchmarks/ (after building the packages).
  */

@@ -1,6 +1,6 @@
 /**
  * Property-based fuzzing of `handle`: generated requests — well-formed ones, and hostile methods, paths,
- * headers and bodies (see fuzz-arbitraries.ts) — sent to a petstore on in-test stores. Whatever the request:
+ * headers and bodies (see test-support/fuzz-arbitraries.ts) — sent to a petstore on in-test stores. Whatever the request:
  *
  * 1. `handle` answers (never throws) and never with a 5xx: the memory stores do not fail, and both host
  *    operations have handlers;
