@@ -10,7 +10,7 @@
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import { serve } from '@hono/node-server';
-import { petstoreExpress, petstoreGuard as expressGuard } from '@petstore/adapter-express';
+import { petstoreExpress, petstoreGuard as expressGuard, principalOf as expressPrincipalOf } from '@petstore/adapter-express';
 import {
   petstoreFastify,
   petstoreFrameworkErrors,
@@ -362,8 +362,8 @@ function expressImpl(name: string, framework: typeof express, withJsonParser: bo
       app.get('/health', (_request, response) => {
         response.json({ ok: true });
       });
-      app.get('/reports', expressGuard(petstore), (_request, response) => {
-        response.json({ accountId: response.locals.petstorePrincipal?.accountId });
+      app.get('/reports', expressGuard(petstore), (request, response) => {
+        response.json({ accountId: expressPrincipalOf(request)?.accountId });
       });
       app.use('/v1', petstoreExpress({ petstore }));
       app.use(((error, _request, response, _next) => {
