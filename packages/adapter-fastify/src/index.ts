@@ -5,9 +5,10 @@
  * app.register(petstoreFastify, { prefix: '/v1', petstore: createPetstore({ ... }) });
  * ```
  *
- * The plugin is encapsulated (no `fastify-plugin`): its content-type parser, not-found handler and error
- * handler apply to its own routes only, and the host's parsers, hooks, error handler and routes are
- * untouched. It only translates between Fastify and `petstore.handle`; every rule lives in the core.
+ * The plugin is encapsulated (no `fastify-plugin`): its content-type parser, `preParsing` hook and not-found
+ * handler apply to its own routes only, it sets no error handler, and the host's parsers, hooks, error handler
+ * and routes are untouched. It only translates between Fastify and `petstore.handle`; every rule lives in the
+ * core.
  *
  * @packageDocumentation
  */
