@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { describeStorage, parseApiKeys, readConfig, startupBanner } from './config.js';
+import {
+  DEFAULT_HEADERS_TIMEOUT_MS,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  describeStorage,
+  parseApiKeys,
+  readConfig,
+  serverTimeouts,
+  startupBanner,
+} from './config.js';
 
 describe('example configuration', () => {
   it('defaults to 127.0.0.1:3000 and creates a free demo key when PETSTORE_API_KEYS is unset', () => {
@@ -63,5 +71,40 @@ describe('example configuration', () => {
     expect(banner).toContain(`curl -i -H "Authorization: Bearer $KEY" http://127.0.0.1:3000/v1/categories`);
     const configured = readConfig({ PETSTORE_API_KEYS: 'topsecret:pro' });
     expect(startupBanner(configured, 'http://127.0.0.1:3000', 'Express')).not.toContain('topsecret');
+  });
+
+  it('reads HEADERS_TIMEOUT_MS and REQUEST_TIMEOUT_MS (default 10 s and 30 s), and refuses anything but positive whole ms', () => {
+    expect(readConfig({})).toMatchObject({ headersTimeoutMs: 10_000, requestTimeoutMs: 30_000 });
+    expect([DEFAULT_HEADERS_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS]).toEqual([10_000, 30_000]);
+    expect(readConfig({ HEADERS_TIMEOUT_MS: ' 2500 ', REQUEST_TIMEOUT_MS: '' })).toMatchObject({ headersTimeoutMs: 2500, requestTimeoutMs: 30_000 });
+    expect(readConfig({ HEADERS_TIMEOUT_MS: '5000', REQUEST_TIMEOUT_MS: '5000' })).toMatchObject({ headersTimeoutMs: 5000, requestTimeoutMs: 5000 });
+    for (const bad of ['0', '-1', '1.5', '1e4', '10s', 'abc', '9007199254740993']) {
+      expect(() => readConfig({ HEADERS_TIMEOUT_MS: bad })).toThrow(`HEADERS_TIMEOUT_MS must be a positive whole number of milliseconds, not "${bad}"`);
+      expect(() => readConfig({ REQUEST_TIMEOUT_MS: bad })).toThrow(`REQUEST_TIMEOUT_MS must be a positive whole number of milliseconds, not "${bad}"`);
+    }
+    // Node refuses a headers timeout longer than the request timeout; so does the configuration, by name.
+    expect(() => readConfig({ HEADERS_TIMEOUT_MS: '40000' })).toThrow('HEADERS_TIMEOUT_MS (40000) must not exceed REQUEST_TIMEOUT_MS (30000)');
+  });
+
+  it('gives Node both timeouts and checks for expired connections every second, or at each shorter headers timeout', () => {
+    expect(serverTimeouts(readConfig({}))).toEqual({ headersTimeout: 10_000, requestTimeout: 30_000, connectionsCheckingInterval: 1000 });
+    expect(serverTimeouts({ headersTimeoutMs: 300, requestTimeoutMs: 600 })).toEqual({
+      headersTimeout: 300,
+      requestTimeout: 600,
+      connectionsCheckingInterval: 300,
+    });
+  });
+
+  it('reads the Production and Staging addresses of the OpenAPI description, each ending in /v1', () => {
+    expect(readConfig({}).openapiServers).toBeUndefined();
+    expect(readConfig({ PETSTORE_PUBLIC_URL: ' ', PETSTORE_STAGING_URL: '' }).openapiServers).toBeUndefined();
+    expect(
+      readConfig({ PETSTORE_PUBLIC_URL: 'https://api.example.com/v1', PETSTORE_STAGING_URL: 'https://staging.example.com/petstore/v1/' }).openapiServers,
+    ).toEqual({ production: 'https://api.example.com/v1', staging: 'https://staging.example.com/petstore/v1/' });
+    expect(readConfig({ PETSTORE_STAGING_URL: 'http://127.0.0.1:3001/v1' }).openapiServers).toEqual({ staging: 'http://127.0.0.1:3001/v1' });
+    for (const bad of ['/v1', 'api.example.com/v1', 'https://api.example.com', 'https://api.example.com/v1/categories', 'https://api.example.com/v10', 'ftp://api.example.com/v1']) {
+      expect(() => readConfig({ PETSTORE_PUBLIC_URL: bad })).toThrow(`PETSTORE_PUBLIC_URL must be an absolute http(s) URL ending in /v1, such as https://api.example.com/v1, not "${bad}"`);
+      expect(() => readConfig({ PETSTORE_STAGING_URL: bad })).toThrow('PETSTORE_STAGING_URL must be an absolute http(s) URL ending in /v1');
+    }
   });
 });

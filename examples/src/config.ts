@@ -13,9 +13,26 @@
  *   PostgreSQL) is unreachable, `closed` (default) answers 503 with `Retry-After`, `open` lets requests proceed,
  *   limited per process.
  * - `PETSTORE_STANDARD_HEADERS=1`: also send the draft-standard `RateLimit` / `RateLimit-Policy` headers.
+ * - `PETSTORE_PUBLIC_URL`, `PETSTORE_STAGING_URL`: the Production and Staging addresses the OpenAPI description
+ *   lists as its servers (absolute URLs ending in `/v1`); neither set: the relative server `/v1`.
+ * - `HEADERS_TIMEOUT_MS` (default 10,000), `REQUEST_TIMEOUT_MS` (default 30,000): how long a client may take to
+ *   send its request head, and its whole request (Node's `server.headersTimeout` and `server.requestTimeout`);
+ *   a connection that takes longer gets 408 and is closed.
  */
 import { randomBytes } from 'node:crypto';
+import type { ServerOptions } from 'node:http';
 import { isPlanName, type StaticApiKey } from '@petstore/core';
+
+/**
+ * Default of `HEADERS_TIMEOUT_MS`, in ms. A request head is at most 16 KiB (Node's limit) and arrives in well
+ * under a second even on a poor mobile link; 10 s leaves room for a lossy one. (Node's own default is 60 s.)
+ */
+export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
+/**
+ * Default of `REQUEST_TIMEOUT_MS`, in ms: the whole request, head and body. The largest body the API accepts is
+ * 1 MiB, which takes 30 s at 35 KB/s (a poor 3G link). (Node's own default is 300 s; Fastify's, none.)
+ */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
 export interface ExampleConfig {
   port: number;
@@ -31,11 +48,22 @@ export interface ExampleConfig {
   storeFailure: 'fail-closed' | 'fail-open';
   /** Send the draft-standard RateLimit headers too. */
   standardHeaders: boolean;
+  /** Node's `server.headersTimeout`: most ms a client may take to send its request head. */
+  headersTimeoutMs: number;
+  /** Node's `server.requestTimeout`: most ms a client may take to send its whole request (head and body). */
+  requestTimeoutMs: number;
+  /**
+   * The servers of the OpenAPI description (`openapi.servers` of `createPetstore`): the Production and Staging
+   * addresses, each ending in `/v1`; `undefined` when neither is set (the description's relative `/v1`).
+   */
+  openapiServers: { production?: string; staging?: string } | undefined;
 }
 
 /**
- * Reads the configuration. Error messages name the position of a bad entry, never the key itself.
- * @throws Error on a bad `PORT` or `PETSTORE_API_KEYS`.
+ * Reads the configuration. Error messages name the variable (and the position of a bad API key entry, never
+ * the key itself).
+ * @throws Error on a bad `PORT`, `PETSTORE_API_KEYS`, `PETSTORE_STORE_FAILURE`, `HEADERS_TIMEOUT_MS`,
+ *   `REQUEST_TIMEOUT_MS`, `PETSTORE_PUBLIC_URL` or `PETSTORE_STAGING_URL`.
  */
 export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig {
   const port = env['PORT'] === undefined || env['PORT'] === '' ? 3000 : Number(env['PORT']);
@@ -46,6 +74,13 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig 
   const failureVariable = env['PETSTORE_STORE_FAILURE'] !== undefined ? 'PETSTORE_STORE_FAILURE' : 'PETSTORE_REDIS_FAILURE';
   const failure = env[failureVariable]?.trim() || 'closed';
   if (failure !== 'closed' && failure !== 'open') throw new Error(`${failureVariable} must be "closed" or "open"`);
+  const headersTimeoutMs = positiveMs(env, 'HEADERS_TIMEOUT_MS', DEFAULT_HEADERS_TIMEOUT_MS);
+  const requestTimeoutMs = positiveMs(env, 'REQUEST_TIMEOUT_MS', DEFAULT_REQUEST_TIMEOUT_MS);
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new Error(`HEADERS_TIMEOUT_MS (${headersTimeoutMs}) must not exceed REQUEST_TIMEOUT_MS (${requestTimeoutMs}): the head is part of the request`);
+  }
+  const production = apiAddress(env, 'PETSTORE_PUBLIC_URL');
+  const staging = apiAddress(env, 'PETSTORE_STAGING_URL');
   const common = {
     port,
     host,
@@ -53,6 +88,12 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig 
     redisUrl,
     storeFailure: failure === 'open' ? ('fail-open' as const) : ('fail-closed' as const),
     standardHeaders: env['PETSTORE_STANDARD_HEADERS'] === '1',
+    headersTimeoutMs,
+    requestTimeoutMs,
+    openapiServers:
+      production === undefined && staging === undefined
+        ? undefined
+        : { ...(production !== undefined ? { production } : {}), ...(staging !== undefined ? { staging } : {}) },
   };
   const keysText = env['PETSTORE_API_KEYS']?.trim();
   if (!keysText) {
@@ -60,6 +101,46 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig 
     return { ...common, apiKeys: [{ key: demoKey, plan: 'free', accountId: 'demo' }], demoKey };
   }
   return { ...common, apiKeys: parseApiKeys(keysText), demoKey: undefined };
+}
+
+/**
+ * A whole number of milliseconds > 0 from `env[name]`, or `fallback` when it is unset or empty.
+ * @throws Error naming the variable when it is anything else
+ */
+function positiveMs(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const text = env[name]?.trim();
+  if (!text) return fallback;
+  const ms = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(ms) || ms <= 0) throw new Error(`${name} must be a positive whole number of milliseconds, not "${text}"`);
+  return ms;
+}
+
+/**
+ * An API address from `env[name]`: absolute, its path ending in `/v1` (the API contract's servers), or
+ * `undefined` when it is unset or empty.
+ * @throws Error naming the variable when it is anything else
+ */
+function apiAddress(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const text = env[name]?.trim();
+  if (!text) return undefined;
+  if (!URL.canParse(text) || !/\/v1\/?$/.test(new URL(text).pathname) || !/^https?:$/.test(new URL(text).protocol)) {
+    throw new Error(`${name} must be an absolute http(s) URL ending in /v1, such as https://api.example.com/v1, not "${text}"`);
+  }
+  return text;
+}
+
+/**
+ * The Node server options of an example server: `headersTimeout` and `requestTimeout` from the configuration,
+ * and `connectionsCheckingInterval`, how often Node looks for connections past those timeouts (30 s by default,
+ * which would let one outlive its timeout by up to 30 s): every second, or at each headers timeout when that is
+ * shorter. A connection found past its timeout is answered 408 and closed.
+ */
+export function serverTimeouts(config: Pick<ExampleConfig, 'headersTimeoutMs' | 'requestTimeoutMs'>): ServerOptions {
+  return {
+    headersTimeout: config.headersTimeoutMs,
+    requestTimeout: config.requestTimeoutMs,
+    connectionsCheckingInterval: Math.min(1_000, config.headersTimeoutMs),
+  };
 }
 
 /**

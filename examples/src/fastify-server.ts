@@ -2,33 +2,48 @@
 import { petstoreFastify, petstoreFrameworkErrors } from '@petstore/adapter-fastify';
 import { petstoreCheckExpectation } from '@petstore/core/node';
 import Fastify from 'fastify';
-import { readConfig, startupBanner } from './config.js';
+import { readConfig, serverTimeouts, startupBanner } from './config.js';
 import { examplePetstore } from './petstore.js';
 import { exitGracefullyOnSignals, readShutdownTimeoutMs, trackRequests } from './shutdown.js';
+import { startOrExit } from './startup.js';
 
-const config = readConfig();
-const shutdownTimeoutMs = readShutdownTimeoutMs();
-const api = await examplePetstore(config);
-const app = Fastify({ frameworkErrors: petstoreFrameworkErrors(api.petstore, { prefix: '/v1' }) });
-app.get('/health', async () => ({ status: 'ok' }));
-await app.register(petstoreFastify, { prefix: '/v1', petstore: api.petstore });
-// Requests under /v1 whose Expect is not 100-continue are answered by the API (417 with the Error body).
-app.server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
-const requests = trackRequests(app.server);
+// A bad variable, an unreachable database or Redis, a port in use: one line on stderr, exit 1.
+await startOrExit(async () => {
+  const config = readConfig();
+  const shutdownTimeoutMs = readShutdownTimeoutMs();
+  const api = await examplePetstore(config);
+  // Fastify's requestTimeout defaults to none: the configured one, with the headers timeout, in Node's server.
+  const timeouts = serverTimeouts(config);
+  const app = Fastify({
+    frameworkErrors: petstoreFrameworkErrors(api.petstore, { prefix: '/v1' }),
+    requestTimeout: config.requestTimeoutMs,
+    http: timeouts,
+  });
+  app.get('/health', async () => ({ status: 'ok' }));
+  await app.register(petstoreFastify, { prefix: '/v1', petstore: api.petstore });
+  // Requests under /v1 whose Expect is not 100-continue are answered by the API (417 with the Error body).
+  app.server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
+  const requests = trackRequests(app.server);
 
-await app.listen({ port: config.port, host: config.host });
-const address = app.server.address();
-const port = typeof address === 'object' && address !== null ? address.port : config.port;
-console.log(startupBanner(config, `http://${config.host}:${port}`, 'Fastify'));
-
-// SIGTERM / SIGINT: stop listening, answer the requests in flight, then close Fastify (its onClose hooks) and
-// the storage, and exit 0.
-exitGracefullyOnSignals({
-  timeoutMs: shutdownTimeoutMs,
-  inFlight: requests.count,
-  stop: async () => {
-    await requests.close();
-    await app.close();
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (error) {
     await api.close();
-  },
+    throw error;
+  }
+  const address = app.server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : config.port;
+  console.log(startupBanner(config, `http://${config.host}:${port}`, 'Fastify'));
+
+  // SIGTERM / SIGINT: stop listening, answer the requests in flight, then close Fastify (its onClose hooks) and
+  // the storage, and exit 0.
+  exitGracefullyOnSignals({
+    timeoutMs: shutdownTimeoutMs,
+    inFlight: requests.count,
+    stop: async () => {
+      await requests.close();
+      await app.close();
+      await api.close();
+    },
+  });
 });

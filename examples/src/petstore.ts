@@ -4,8 +4,9 @@ import { migratePostgres, postgresCategoryStore, postgresRateLimitStore } from '
 import { redisCategoryStore, redisRateLimitStore } from '@petstore/storage-redis';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import type { ExampleConfig } from './config.js';
+import { redactUrl, type ExampleConfig } from './config.js';
 import { exampleHandlers } from './host-operations.js';
+import { describeError } from './startup.js';
 
 /** What both storage setups share: the host's operations, their stability and deprecation. */
 const hostOptions = {
@@ -44,12 +45,19 @@ export interface ExamplePetstore {
  * backoff.
  *
  * Reset times come from the rate-limit store's clock (Redis's or PostgreSQL's).
+ *
+ * The OpenAPI description lists `config.openapiServers` (Production, Staging) when set.
+ *
+ * @throws Error naming the variable (`PETSTORE_DATABASE_URL`, `PETSTORE_REDIS_URL`) and the URL without its
+ *   password when PostgreSQL or Redis cannot be reached (or the tables cannot be created) at start-up; nothing
+ *   is left open then
  */
 export async function examplePetstore(config: ExampleConfig): Promise<ExamplePetstore> {
+  const common = { ...hostOptions, ...(config.openapiServers !== undefined ? { openapi: { servers: config.openapiServers } } : {}) };
   if (config.redisUrl === undefined && config.databaseUrl === undefined) {
     return {
       petstore: createPetstore({
-        ...hostOptions,
+        ...common,
         apiKeys: staticApiKeys(config.apiKeys),
         categories: memoryCategoryStore(),
         // Callers without a key get a second store like this one (its newStore()), so a flood of client
@@ -67,20 +75,32 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
   let store: RateLimitStore | undefined;
   try {
     if (config.databaseUrl !== undefined) {
-      const pool = new pg.Pool({ connectionString: config.databaseUrl, max: 10 });
+      const url = config.databaseUrl;
+      // A connection attempt gives up after 10 s (as ioredis's connectTimeout), not the operating system's minutes.
+      const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 10_000 });
       pool.on('error', () => undefined); // a dropped idle connection; requests report failures through the policy
       closers.push(() => pool.end());
-      await migratePostgres({ pool });
+      await migratePostgres({ pool }).catch((error: unknown) => {
+        throw new Error(`PETSTORE_DATABASE_URL: PostgreSQL at ${redactUrl(url)} failed at start-up: ${describeError(error)}`, { cause: error });
+      });
       categories = postgresCategoryStore({ pool, timeoutMs: 500 });
       store = postgresRateLimitStore({ pool, timeoutMs: 500 });
     }
     if (config.redisUrl !== undefined) {
-      const client = new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true });
-      client.on('error', () => undefined); // reported per request through the failure policy instead
+      const url = config.redisUrl;
+      const client = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true });
+      // Reported per request through the failure policy; the last one also explains a failed start-up, where
+      // connect() itself only rejects with "Connection is closed.".
+      let lastError: unknown;
+      client.on('error', (error: unknown) => {
+        lastError = error;
+      });
       closers.push(async () => {
         await client.quit().catch(() => client.disconnect());
       });
-      await client.connect();
+      await client.connect().catch((error: unknown) => {
+        throw new Error(`PETSTORE_REDIS_URL: Redis at ${redactUrl(url)} failed at start-up: ${describeError(lastError ?? error)}`, { cause: error });
+      });
       categories ??= redisCategoryStore({ client, timeoutMs: 500 });
       store = redisRateLimitStore({ client, timeoutMs: 500 });
     }
@@ -96,7 +116,7 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
   let lastReport = 0;
   return {
     petstore: createPetstore({
-      ...hostOptions,
+      ...common,
       apiKeys: staticApiKeys(config.apiKeys),
       categories: categories as CategoryStore,
       rateLimit: {

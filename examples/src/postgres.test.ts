@@ -3,6 +3,7 @@
  * Express — share one quota and one set of categories in PostgreSQL; `npm start` keeps categories across a
  * restart; with PETSTORE_REDIS_URL too, categories stay in PostgreSQL and rate limits go to Redis.
  */
+import { randomBytes } from 'node:crypto';
 import { resolveTestPostgres } from '@petstore/storage-postgres/testing';
 import { resolveTestRedis } from '@petstore/storage-redis/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +13,7 @@ const postgres = await resolveTestPostgres();
 if ('skipReason' in postgres) console.warn(`[examples] PostgreSQL example skipped: ${postgres.skipReason}`);
 const databaseUrl = 'url' in postgres ? postgres.url : '';
 
-const run = Date.now().toString(36);
+const run = randomBytes(4).toString('hex'); // this run's keys and names, apart from earlier runs'
 // 10 creates a day (and 1,000 a minute): the quota cannot reset in the middle of the test unless it runs across
 // midnight UTC.
 const LIMITED_KEY = `limited-${run}`;

@@ -2,6 +2,7 @@
  * Two running examples — one Fastify, one Express — with the same PETSTORE_REDIS_URL share one quota and one
  * set of categories, as the README's "several instances" section shows.
  */
+import { randomBytes } from 'node:crypto';
 import { resolveTestRedis } from '@petstore/storage-redis/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startExample, stopExamples } from './spawn-example.js';
@@ -9,7 +10,7 @@ import { startExample, stopExamples } from './spawn-example.js';
 const redis = await resolveTestRedis();
 if ('skipReason' in redis) console.warn(`[examples] Redis example skipped: ${redis.skipReason}`);
 
-const run = Date.now().toString(36);
+const run = randomBytes(4).toString('hex'); // this run's keys and names, apart from earlier runs'
 const LIMITED_KEY = `limited-${run}`;
 const READER_KEY = `reader-${run}`;
 

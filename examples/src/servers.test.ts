@@ -25,6 +25,24 @@ describe.each(['fastify-server.ts', 'express-server.ts'])('example %s', (script)
     expect(await listed.json()).toEqual([{ id: 1, name: 'Dogs', description: 'Canine breeds' }]);
     const health = await fetch(`${url}/health`);
     expect(await health.json()).toEqual({ status: 'ok' });
+    // Without PETSTORE_PUBLIC_URL and PETSTORE_STAGING_URL the description keeps its relative server.
+    const description = (await (await fetch(`${url}/v1/openapi.json`)).json()) as { servers: unknown };
+    expect(description.servers).toEqual([{ url: '/v1', description: 'This server' }]);
+  }, 30_000);
+
+  it('lists the Production and Staging servers of PETSTORE_PUBLIC_URL and PETSTORE_STAGING_URL in its OpenAPI description', async () => {
+    const { url } = await start(script, {
+      PETSTORE_API_KEYS: 'openapi-key:free',
+      PETSTORE_PUBLIC_URL: 'https://api.petstore.example/v1',
+      PETSTORE_STAGING_URL: 'https://staging.petstore.example/v1',
+    });
+    const answer = await fetch(`${url}/v1/openapi.json`);
+    expect(answer.status).toBe(200);
+    const description = (await answer.json()) as { servers: unknown };
+    expect(description.servers).toEqual([
+      { url: 'https://api.petstore.example/v1', description: 'Production' },
+      { url: 'https://staging.petstore.example/v1', description: 'Staging' },
+    ]);
   }, 30_000);
 
   it('serves the keys and plans of PETSTORE_API_KEYS and never prints them', async () => {

@@ -1,6 +1,7 @@
 /**
  * Starts an example server as a user would, for tests — `node --import tsx src/<server>.ts` in examples/, or
  * an npm script of the repository (`npm start`) in its own process group — with PORT=0, and stops them all.
+ * Every wait is for an event (a line printed, the process ending); its bound only ends a wait that has failed.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -50,14 +51,36 @@ export function stopExamples(): void {
   }
 }
 
-/** Starts `examples/src/<script>` and resolves once it prints where it listens. */
-export function startExample(script: string, env: Record<string, string>): Promise<RunningExample> {
+function spawnExample(script: string, env: Record<string, string>): ChildProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', `src/${script}`], {
     cwd: examplesDir,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  return whenListening(child);
+  running.push(child);
+  return child;
+}
+
+/** Starts `examples/src/<script>` and resolves once it prints where it listens. */
+export function startExample(script: string, env: Record<string, string>): Promise<RunningExample> {
+  return whenListening(spawnExample(script, env));
+}
+
+/** What a process printed, apart, and how it ended. */
+export interface FinishedExample extends ProcessEnd {
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `examples/src/<script>` (one expected not to start, say) and resolves once it has exited. */
+export function runExampleToExit(script: string, env: Record<string, string>): Promise<FinishedExample> {
+  const child = spawnExample(script, env);
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  // 'close', not 'exit': by then the pipes have delivered everything the process wrote.
+  return new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr })));
 }
 
 /**
@@ -77,7 +100,7 @@ export function startNpmScript(args: string[], env: Record<string, string>): Pro
 }
 
 function whenListening(child: ChildProcess): Promise<RunningExample> {
-  running.push(child);
+  if (!running.includes(child)) running.push(child);
   let printed = '';
   const waiters = new Set<() => void>();
   const onData = (chunk: Buffer) => {
@@ -112,9 +135,9 @@ function whenListening(child: ChildProcess): Promise<RunningExample> {
       check();
     });
 
-  return waitForOutput(/listening on http:\/\/[\d.]+:\d+\/v1[^]*(curl|API key\(s\) loaded)/).then(async () => {
-    // The rest of the banner comes in the same write or right after it.
-    await new Promise((resolve) => setTimeout(resolve, 50));
+  // The banner up to its last line: the `KEY=` and curl lines of a demo key, or the count of configured keys.
+  const banner = /listening on http:\/\/[\d.]+:\d+\/v1\n[^]*(-d '[^\n]*\/v1\/categories|API key\(s\) loaded from PETSTORE_API_KEYS\.)\n/;
+  return waitForOutput(banner).then(() => {
     const url = /listening on (http:\/\/[\d.]+:\d+)\/v1/.exec(printed)![1]!;
     return { url, output: printed, child, printed: () => printed, waitForOutput, exited };
   });

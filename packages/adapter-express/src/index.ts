@@ -33,7 +33,7 @@ declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
   namespace Express {
     interface Locals {
-      /** The caller admitted by `petstoreGuard`. */
+      /** The caller admitted by `petstoreGuard`, as {@link principalOf} answers it. */
       petstorePrincipal?: Principal;
     }
   }
@@ -122,14 +122,16 @@ function bodyParserError(error: unknown): PetstoreRequestBody | undefined {
   return { kind: 'unreadable', reason: 'malformed' };
 }
 
+const principals = new WeakMap<Request, Principal>();
+
 /**
  * A middleware that protects a host route with the API's own authentication and rate limits — the same keys,
  * plans, quotas, `X-RateLimit-*` headers and Error bodies (401, 429, 503). Rate limiting runs after
- * authentication. Admitted requests get the rate-limit headers on their response and the caller in
- * `res.locals.petstorePrincipal`; refused ones are answered here.
+ * authentication. Admitted requests get the rate-limit headers on their response; read the caller with
+ * {@link principalOf} (also in `res.locals.petstorePrincipal`). Refused ones are answered here.
  *
  * ```ts
- * app.get('/reports', petstoreGuard(petstore), (req, res) => res.json(res.locals.petstorePrincipal));
+ * app.get('/reports', petstoreGuard(petstore), (req, res) => res.json(principalOf(req)));
  * ```
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#guard
@@ -150,10 +152,20 @@ export function petstoreGuard(petstore: Petstore): RequestHandler {
           return;
         }
         for (const [name, value] of Object.entries(result.headers)) response.setHeader(name, value);
+        principals.set(request, result.principal);
         response.locals.petstorePrincipal = result.principal;
         next();
       }, next);
   };
+}
+
+/**
+ * The caller {@link petstoreGuard} admitted for this request — `{ keyId, accountId, plan, limits? }` — or
+ * `undefined` when the guard did not run for it (or refused it). The same function as the Fastify adapter's
+ * `principalOf`.
+ */
+export function principalOf(request: Request): Principal | undefined {
+  return principals.get(request);
 }
 
 export default petstoreExpress;

@@ -6,7 +6,7 @@ import { fakeClock } from '@petstore/core/testing';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
 import express, { type Express } from 'express';
 import { afterEach, describe, expect, it } from 'vitest';
-import { petstoreExpress, petstoreGuard } from './index.js';
+import { petstoreExpress, petstoreGuard, principalOf } from './index.js';
 
 const auth = { authorization: 'Bearer test-key' };
 const closers: Array<() => void> = [];
@@ -130,14 +130,20 @@ describe('petstoreExpress', () => {
       clock: fakeClock(),
     });
     const app = express();
-    app.get('/reports', petstoreGuard(petstore), (_request, response) => {
-      response.json({ accountId: response.locals.petstorePrincipal?.accountId });
+    app.get('/reports', petstoreGuard(petstore), (request, response) => {
+      response.json({ principal: principalOf(request), locals: response.locals.petstorePrincipal });
+    });
+    app.get('/open', (request, response) => {
+      response.json({ principal: principalOf(request) ?? null });
     });
     app.use('/v1', petstoreExpress({ petstore }));
     const base = await serve(app);
     const admitted = await fetch(`${base}/reports`, { headers: auth });
     expect(admitted.status).toBe(200);
-    expect(await admitted.json()).toEqual({ accountId: 'acme' });
+    const principal = { keyId: expect.any(String), accountId: 'acme', plan: 'free' };
+    expect(await admitted.json()).toEqual({ principal, locals: principal });
+    // A route without the guard has no principal, whatever the request carries.
+    expect(await (await fetch(`${base}/open`, { headers: auth })).json()).toEqual({ principal: null });
     expect(admitted.headers.get('x-ratelimit-remaining')).toBe('59');
     const api = await fetch(`${base}/v1/categories`, { headers: auth });
     expect(api.headers.get('x-ratelimit-remaining')).toBe('58');

@@ -5,9 +5,10 @@
  * app.register(petstoreFastify, { prefix: '/v1', petstore: createPetstore({ ... }) });
  * ```
  *
- * The plugin is encapsulated (no `fastify-plugin`): its content-type parser, not-found handler and error
- * handler apply to its own routes only, and the host's parsers, hooks, error handler and routes are
- * untouched. It only translates between Fastify and `petstore.handle`; every rule lives in the core.
+ * The plugin is encapsulated (no `fastify-plugin`): its content-type parser, `preParsing` hook and not-found
+ * handler apply to its own routes only, it sets no error handler, and the host's parsers, hooks, error handler
+ * and routes are untouched. It only translates between Fastify and `petstore.handle`; every rule lives in the
+ * core.
  *
  * @packageDocumentation
  */
@@ -71,23 +72,68 @@ const mountPetstore: FastifyPluginAsync<PetstoreFastifyOptions> = async (fastify
   fastify.removeAllContentTypeParsers();
   fastify.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
 
-  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
-    const answer = await petstore.handle(
+  /** The API's answer to `request`, whose body is read from `payload` (the request stream, or a host preParsing hook's). */
+  const answer = (request: FastifyRequest, reply: FastifyReply, payload: unknown) =>
+    petstore.handle(
       nodePetstoreRequest(request.raw, {
         prefix,
         headers: request.headers,
-        body: nodeRequestBody(request.raw, request.body as never),
+        body: nodeRequestBody(request.raw, payload as never),
         clientAddress: request.ip,
         logger: request.log,
         response: reply.raw,
       }),
     );
-    return send(reply, answer);
-  };
+  const handler = async (request: FastifyRequest, reply: FastifyReply) => send(reply, await answer(request, reply, request.body));
+
+  // Between the preParsing hooks and the handler, Fastify judges the Content-Type of a request whose method may
+  // carry a body, and refuses some through the error handler — so without the Error body and the rate-limit
+  // headers (fastify/lib/handle-request.js): a Content-Type it cannot parse (`application/json, application/json`,
+  // an empty value: 415 FST_ERR_CTP_INVALID_MEDIA_TYPE) and a QUERY without one (400
+  // FST_ERR_ROUTE_MISSING_CONTENT_TYPE). Those requests are answered here instead, after every onRequest and
+  // preParsing hook (the host's first), exactly as the handler would answer them. The hook is the plugin's own:
+  // it runs under the prefix only.
+  fastify.addHook('preParsing', (request, reply, payload, done) => {
+    if (!fastifyMayRefuseContentType(request.method, request.headers['content-type'])) {
+      done(null, payload);
+      return;
+    }
+    // Answered without calling done: the lifecycle stops here (Fastify, "Respond to a request from a hook").
+    answer(request, reply, payload).then(
+      (response) => {
+        void send(reply, response);
+      },
+      (error: unknown) => {
+        void reply.send(error);
+      },
+    );
+  });
   for (const url of ['/*', '/']) fastify.route({ method: METHODS, url, handler, exposeHeadRoute: false });
   // Methods Fastify has no route for (e.g. PROPFIND) still get the core's 404/405 answers.
   fastify.setNotFoundHandler(handler);
 };
+
+/** Methods whose requests Fastify reads no body of, and so no Content-Type (its default `bodyless` methods). */
+const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'TRACE']);
+
+/**
+ * A media type as RFC 9110 §8.3.1 writes it — `type "/" subtype *( OWS ";" OWS parameter )`, tokens and
+ * quoted strings — which every Fastify 5 release accepts.
+ */
+const WELL_FORMED_MEDIA_TYPE =
+  /^[!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]*(?:;[ \t]*[!#$%&'*+.^_`|~0-9A-Za-z-]+=(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+|"(?:[\t !#-\[\]-~\x80-\xff]|\\[\t -~\x80-\xff])*")[ \t]*)*$/;
+
+/**
+ * Whether Fastify may refuse a request for its Content-Type before the handler runs: a method it reads a body
+ * for, with a Content-Type that is not a well-formed media type, or a QUERY without one. It errs on the side of
+ * yes (a request it calls refused is answered by the same core, only earlier), since Fastify's own rules have
+ * grown stricter across 5.x releases.
+ */
+function fastifyMayRefuseContentType(method: string, contentType: string | undefined): boolean {
+  if (BODYLESS_METHODS.has(method)) return false;
+  if (contentType === undefined) return method === 'QUERY';
+  return !WELL_FORMED_MEDIA_TYPE.test(contentType);
+}
 
 /** The petstore options among the register options, with setup warnings going to Fastify's logger. */
 function petstoreOptionsOf(options: PetstoreOptions, fastify: FastifyInstance): PetstoreOptions {

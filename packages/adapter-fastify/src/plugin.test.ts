@@ -97,13 +97,14 @@ describe('petstoreFastify', () => {
   it('guards host routes with the same keys, limits, headers and errors', async () => {
     const petstore = newPetstore();
     const app = Fastify();
-    app.get('/reports', { onRequest: petstoreGuard(petstore) }, async (request) => ({
-      accountId: principalOf(request)?.accountId,
-    }));
+    app.get('/reports', { onRequest: petstoreGuard(petstore) }, async (request) => ({ principal: principalOf(request) }));
+    app.get('/open', async (request) => ({ principal: principalOf(request) ?? null }));
     await app.register(petstoreFastify, { prefix: '/v1', petstore });
     const admitted = await app.inject({ url: '/reports', headers: auth });
     expect(admitted.statusCode).toBe(200);
-    expect(admitted.json()).toEqual({ accountId: expect.any(String) });
+    expect(admitted.json()).toEqual({ principal: { keyId: expect.any(String), accountId: expect.any(String), plan: 'pro' } });
+    // A route without the guard has no principal, whatever the request carries.
+    expect((await app.inject({ url: '/open', headers: auth })).json()).toEqual({ principal: null });
     expect(admitted.headers['x-ratelimit-limit']).toBe('300');
     expect(admitted.headers['x-ratelimit-remaining']).toBe('299');
     // One quota for the API and the guarded host route.
@@ -151,6 +152,66 @@ describe('petstoreFastify', () => {
     await expect(
       app.register(petstoreFastify, { prefix: '/v1', apiKeys: staticApiKeys([]), categories: memoryCategoryStore() } as never).ready(),
     ).rejects.toThrow(/createPetstore: rateLimit is required/);
+  });
+
+  it('answers requests Fastify refuses for their Content-Type through the API under the prefix, charged once, and leaves others to Fastify', async () => {
+    const app = Fastify(); // Fastify's own error handler: its bare 415/400 would have no Error body and no rate-limit headers
+    let hostPreParsing = 0;
+    app.addHook('preParsing', async () => {
+      hostPreParsing += 1;
+    });
+    app.post('/echo', async (request) => request.body);
+    await app.register(petstoreFastify, { prefix: '/v1', petstore: newPetstore() });
+    const remaining = async () => Number((await app.inject({ url: '/v1/categories', headers: auth })).headers['x-ratelimit-remaining']);
+    const cases = [
+      { method: 'POST', contentType: 'application/json, application/json', status: 400, code: 'invalid_content_type' },
+      { method: 'POST', contentType: '', status: 400, code: 'invalid_content_type' },
+      { method: 'DELETE', contentType: '', status: 405, code: 'method_not_allowed' },
+      { method: 'QUERY', contentType: undefined, status: 405, code: 'method_not_allowed' },
+    ] as const; // QUERY (RFC 10008) is missing from the method type of app.inject (light-my-request), not from Fastify
+    for (const { method, contentType, status, code } of cases) {
+      const before = await remaining();
+      const headers = contentType === undefined ? auth : { ...auth, 'content-type': contentType };
+      const answer = await app.inject({ method: method as 'POST', url: '/v1/categories', headers, payload: method === 'POST' ? '{"name":"Dogs"}' : undefined });
+      expect({ method, contentType, status: answer.statusCode, body: answer.json() }).toEqual({
+        method,
+        contentType,
+        status,
+        body: { code, message: expect.any(String), status },
+      });
+      expect(Number(answer.headers['x-ratelimit-remaining']), 'charged exactly once').toBe(before - 1);
+    }
+    const missing = await app.inject({ method: 'QUERY' as 'POST', url: '/v1/nope', headers: auth });
+    expect(missing.json()).toEqual({ code: 'not_found', message: expect.any(String), status: 404 });
+    expect(hostPreParsing).toBeGreaterThanOrEqual(cases.length);
+    // Outside the prefix, Fastify's own answers stand.
+    const host415 = await app.inject({ method: 'POST', url: '/echo', headers: { 'content-type': 'application/json, application/json' }, payload: '{}' });
+    expect(host415.statusCode).toBe(415);
+    expect(host415.json()).toMatchObject({ code: 'FST_ERR_CTP_INVALID_MEDIA_TYPE', statusCode: 415 });
+    expect(host415.headers['x-ratelimit-limit']).toBeUndefined();
+    const host400 = await app.inject({ method: 'QUERY' as 'POST', url: '/echo' });
+    expect(host400.statusCode).toBe(400);
+    expect(host400.json()).toMatchObject({ code: 'FST_ERR_ROUTE_MISSING_CONTENT_TYPE', statusCode: 400 });
+  });
+
+  it('still runs host preValidation and preHandler hooks for well-formed requests under the prefix', async () => {
+    const app = Fastify();
+    const seen: string[] = [];
+    app.addHook('preValidation', async (request) => {
+      seen.push(`preValidation ${request.method}`);
+    });
+    app.addHook('preHandler', async (request) => {
+      seen.push(`preHandler ${request.method}`);
+    });
+    await app.register(petstoreFastify, { prefix: '/v1', petstore: newPetstore() });
+    const created = await app.inject({
+      method: 'POST',
+      url: '/v1/categories',
+      headers: { ...auth, 'content-type': 'application/json; charset=utf-8' },
+      payload: '{"name":"Dogs"}',
+    });
+    expect(created.statusCode).toBe(201);
+    expect(seen).toEqual(['preValidation POST', 'preHandler POST']);
   });
 
   it('answers malformed URLs under the prefix through the API when frameworkErrors is wired, and leaves others to Fastify', async () => {

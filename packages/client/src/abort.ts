@@ -74,20 +74,20 @@ export interface AttemptSignal {
 
 /**
  * One attempt's signal: aborts with the caller's `reason` when `callerSignal` aborts, or with a
- * `DOMException` named `TimeoutError` after `timeoutMs` milliseconds.
+ * `DOMException` named `TimeoutError` after `limitMs` milliseconds.
  *
- * Behaves like `AbortSignal.any([callerSignal, AbortSignal.timeout(timeoutMs)])`, but the timer is cleared
+ * Behaves like `AbortSignal.any([callerSignal, AbortSignal.timeout(limitMs)])`, but the timer is cleared
  * and the listener on the caller's signal removed by `dispose()`. (`AbortSignal.any` keeps every combined
  * signal registered on a long-lived source signal in Node 20, so a shutdown signal passed to many calls
  * would grow without bound.)
  */
-export function attemptSignal(callerSignal: AbortSignal | undefined, timeoutMs: number, timeoutMessage: string): AttemptSignal {
+export function attemptSignal(callerSignal: AbortSignal | undefined, limitMs: number, timeoutMessage: string): AttemptSignal {
   const controller = new AbortController();
   let timedOut = false;
   const onCallerAbort = () => controller.abort(callerSignal?.reason);
   if (callerSignal?.aborted) onCallerAbort();
   else callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
-  const cancel = startTimer(timeoutMs, () => {
+  const cancel = startTimer(limitMs, () => {
     if (controller.signal.aborted) return;
     timedOut = true;
     controller.abort(new DOMException(timeoutMessage, 'TimeoutError'));

@@ -1,13 +1,13 @@
 /**
- * Per-call cancellation (`signal`) and per-attempt timeouts (`timeoutMs`, and the `retry.maxElapsedMs`
- * budget bounding attempts). Waits between attempts run on the fake clock; the attempt timers are real but
- * tiny (tens of ms), or run on vitest's fake timers where a test needs the default 10 s.
+ * Per-call cancellation (`signal`) and per-attempt timeouts (`attemptTimeoutMs`, and the `retry.maxElapsedMs`
+ * budget bounding attempts). Waits between attempts run on the scripted client's fake clock, attempt timers on
+ * vitest's fake timers: no test waits for real time to pass.
  */
-import { tcpTestServer } from './tcp-test-server.js';
+import { tcpTestServer } from '../test-support/tcp-test-server.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { DEFAULT_TIMEOUT_MS, createPetstoreClient } from './client.js';
+import { DEFAULT_ATTEMPT_TIMEOUT_MS, createPetstoreClient } from './client.js';
 import type { PetstoreFetch } from './fetch-types.js';
-import { errorAnswer, fakeTime, rateLimitHeaders, rejection, type ScriptStep, scriptedClient as setup } from './scripted-fetch.js';
+import { errorAnswer, fakeTime, rateLimitHeaders, rejection, type ScriptStep, scriptedClient as setup } from '../test-support/scripted-fetch.js';
 
 const ok: ScriptStep = { status: 200, body: [] };
 const created: ScriptStep = { status: 201, body: { id: 1, name: 'Dogs' } };
@@ -46,7 +46,7 @@ describe('signal', () => {
   });
 
   it('aborting during an attempt aborts its fetch and rejects at once with aborted; a GET is not retried', async () => {
-    const { client, requests, requested, time } = setup([neverAnswers, ok], { timeoutMs: 60_000 });
+    const { client, requests, requested, time } = setup([neverAnswers, ok], { attemptTimeoutMs: 60_000 });
     const controller = new AbortController();
     const pending = rejection(client.listCategories({ signal: controller.signal }));
     await requested(1);
@@ -65,7 +65,7 @@ describe('signal', () => {
 
   it.each(abortBehaviours)('an aborted attempt is told by the signal, whatever the fetch does: it %s', async (_, step) => {
     // A create misread as a network error would be retried (creates are, with their Idempotency-Key), after a wait.
-    const { client, requests, requested, time } = setup([step, created], { timeoutMs: 60_000 });
+    const { client, requests, requested, time } = setup([step, created], { attemptTimeoutMs: 60_000 });
     const controller = new AbortController();
     const pending = rejection(client.createCategory({ name: 'Dogs' }, { signal: controller.signal }));
     await requested(1);
@@ -132,12 +132,20 @@ describe('signal', () => {
   });
 });
 
-describe('timeoutMs', () => {
-  it('a GET that never answers is aborted after timeoutMs and retried', async () => {
-    const { client, requests, time } = setup([neverAnswers, ok], { timeoutMs: 30, random: () => 0 });
-    const startedAt = performance.now();
-    await expect(client.listCategories()).resolves.toEqual([]);
-    expect(performance.now() - startedAt).toBeGreaterThanOrEqual(25);
+describe('attemptTimeoutMs', () => {
+  /** Attempt timers on vitest's fake timers; waits between attempts stay on the scripted client's fake clock. */
+  const fakeTimers = () => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+
+  it('a GET that never answers is aborted once attemptTimeoutMs has passed, not before, and retried', async () => {
+    fakeTimers();
+    const { client, requests, requested, time } = setup([neverAnswers, ok], { attemptTimeoutMs: 3_000, random: () => 0 });
+    const listed = client.listCategories();
+    await requested(1);
+    await vi.advanceTimersByTimeAsync(2_999);
+    expect(requests).toHaveLength(1);
+    expect(requests[0]?.init.signal?.aborted).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    await expect(listed).resolves.toEqual([]);
     expect(requests).toHaveLength(2);
     const [first, second] = requests.map((request) => request.init.signal);
     expect(first?.aborted).toBe(true);
@@ -148,29 +156,42 @@ describe('timeoutMs', () => {
   });
 
   it('the last attempt timing out rejects with timeout, status 0 and the attempts', async () => {
-    const { client, requests } = setup([neverAnswers], { timeoutMs: 20, retry: { maxAttempts: 2 } });
-    const error = await rejection(client.listCategories());
+    fakeTimers();
+    const { client, requests } = setup([neverAnswers], { attemptTimeoutMs: 1_000, retry: { maxAttempts: 2 } });
+    const pending = rejection(client.listCategories());
+    await vi.runAllTimersAsync();
+    const error = await pending;
     expect(error).toMatchObject({ code: 'timeout', status: 0, attempts: 2 });
+    expect(error.message).toContain('timed out after 1000 ms');
     expect((error.cause as DOMException).name).toBe('TimeoutError');
     expect(requests).toHaveLength(2);
   });
 
   it.each(abortBehaviours)('a timed-out attempt is told by the signal, whatever the fetch does: it %s', async (_, step) => {
-    const { client } = setup([step], { timeoutMs: 20, retry: { maxAttempts: 1 } });
-    expect(await rejection(client.listCategories())).toMatchObject({ code: 'timeout', attempts: 1 });
+    fakeTimers();
+    const { client } = setup([step], { attemptTimeoutMs: 1_000, retry: { maxAttempts: 1 } });
+    const pending = rejection(client.listCategories());
+    await vi.runAllTimersAsync();
+    expect(await pending).toMatchObject({ code: 'timeout', attempts: 1 });
   });
 
   it('covers reading the body, not only the headers', async () => {
+    fakeTimers();
     const slowBody: ScriptStep = { status: 200, headers: rateLimitHeaders(60, 59, 1_800_000_060), bodyHangs: true };
-    const { client, requests } = setup([slowBody], { timeoutMs: 30, retry: { maxAttempts: 1 } });
-    expect(await rejection(client.listCategories())).toMatchObject({ code: 'timeout', status: 0, attempts: 1 });
+    const { client, requests } = setup([slowBody], { attemptTimeoutMs: 1_000, retry: { maxAttempts: 1 } });
+    const pending = rejection(client.listCategories());
+    await vi.runAllTimersAsync();
+    expect(await pending).toMatchObject({ code: 'timeout', status: 0, attempts: 1 });
     expect(requests[0]?.init.signal?.aborted).toBe(true);
     expect(client.lastRateLimit).toEqual({ limit: 60, remaining: 59, resetAtSeconds: 1_800_000_060 });
   });
 
   it('a create that times out is retried with the same Idempotency-Key: if the first was executed, the server replays it', async () => {
-    const { client, requests } = setup([neverAnswers, created], { timeoutMs: 30 });
-    await expect(client.createCategory({ name: 'Dogs' })).resolves.toEqual({ id: 1, name: 'Dogs' });
+    fakeTimers();
+    const { client, requests } = setup([neverAnswers, created], { attemptTimeoutMs: 1_000 });
+    const pending = client.createCategory({ name: 'Dogs' });
+    await vi.runAllTimersAsync();
+    await expect(pending).resolves.toEqual({ id: 1, name: 'Dogs' });
     expect(requests).toHaveLength(2);
     expect(requests[0]?.init.signal?.aborted).toBe(true);
     const [first, second] = requests.map((request) => request.init.headers['idempotency-key']);
@@ -179,7 +200,7 @@ describe('timeoutMs', () => {
   });
 
   it('an aborted create is not retried; calling again with the same idempotencyKey sends that key again', async () => {
-    const { client, requests, requested } = setup([neverAnswers, created], { timeoutMs: 60_000 });
+    const { client, requests, requested } = setup([neverAnswers, created], { attemptTimeoutMs: 60_000 });
     const controller = new AbortController();
     const pending = rejection(client.createCategory({ name: 'Dogs' }, { signal: controller.signal, idempotencyKey: 'create-dogs-1' }));
     await requested(1);
@@ -190,9 +211,9 @@ describe('timeoutMs', () => {
     expect(requests.map((request) => request.init.headers['idempotency-key'])).toEqual(['"create-dogs-1"', '"create-dogs-1"']);
   });
 
-  it(`defaults to ${DEFAULT_TIMEOUT_MS} ms`, async () => {
-    expect(DEFAULT_TIMEOUT_MS).toBe(10_000);
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+  it(`defaults to ${DEFAULT_ATTEMPT_TIMEOUT_MS} ms`, async () => {
+    expect(DEFAULT_ATTEMPT_TIMEOUT_MS).toBe(10_000);
+    fakeTimers();
     const { client } = setup([neverAnswers], { retry: { maxAttempts: 1 } });
     let settled = false;
     const pending = rejection(client.listCategories()).finally(() => (settled = true));
@@ -202,36 +223,51 @@ describe('timeoutMs', () => {
     expect(await pending).toMatchObject({ code: 'timeout', attempts: 1 });
   });
 
-  it.each([0, -1, Number.NaN, Number.POSITIVE_INFINITY, '1000'])('rejects timeoutMs %s with a RangeError naming it', (timeoutMs) => {
-    expect(() => createPetstoreClient({ baseUrl: 'http://api.test/v1', apiKey: 'k', timeoutMs: timeoutMs as number })).toThrow(RangeError);
-    expect(() => createPetstoreClient({ baseUrl: 'http://api.test/v1', apiKey: 'k', timeoutMs: timeoutMs as number })).toThrow(/timeoutMs/);
+  it.each([0, -1, Number.NaN, Number.POSITIVE_INFINITY, '1000'])('rejects attemptTimeoutMs %s with a RangeError naming it', (attemptTimeoutMs) => {
+    const options = { baseUrl: 'http://api.test/v1', apiKey: 'k', attemptTimeoutMs: attemptTimeoutMs as number };
+    expect(() => createPetstoreClient(options)).toThrow(RangeError);
+    expect(() => createPetstoreClient(options)).toThrow(/attemptTimeoutMs/);
   });
 
-  it('accepts any finite timeoutMs > 0', () => {
-    for (const timeoutMs of [0.5, 1, 2 ** 40]) {
-      expect(() => createPetstoreClient({ baseUrl: 'http://api.test/v1', apiKey: 'k', timeoutMs })).not.toThrow();
+  it('accepts any finite attemptTimeoutMs > 0', () => {
+    for (const attemptTimeoutMs of [0.5, 1, 2 ** 40]) {
+      expect(() => createPetstoreClient({ baseUrl: 'http://api.test/v1', apiKey: 'k', attemptTimeoutMs })).not.toThrow();
     }
   });
 });
 
 describe('the retry.maxElapsedMs budget bounds attempts', () => {
   it('an attempt gets no more than the budget: a slow first attempt ends the call with timeout, not retried', async () => {
-    const { client, requests } = setup([neverAnswers, ok], { retry: { maxElapsedMs: 40 } }); // timeoutMs: the 10 s default
-    const error = await rejection(client.listCategories());
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const { client, requests, requested } = setup([neverAnswers, ok], { retry: { maxElapsedMs: 4_000 } }); // attemptTimeoutMs: the 10 s default
+    let settled = false;
+    const pending = rejection(client.listCategories()).finally(() => (settled = true));
+    await requested(1);
+    await vi.advanceTimersByTimeAsync(3_999);
+    expect(settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    const error = await pending;
     expect(error).toMatchObject({ code: 'timeout', status: 0, attempts: 1 });
+    expect(error.message).toContain("ran out of the call's 4000 ms budget");
     expect(requests).toHaveLength(1);
     expect(requests[0]?.init.signal?.aborted).toBe(true);
-  }, 2_000);
+  });
 
   it('a retry gets only what is left of the budget', async () => {
-    // The first answer takes 960 ms of the 1 000 ms budget; the retry (after a 0 ms wait) has 40 ms left.
-    const slow503 = { ...errorAnswer(503, 'service_unavailable'), takesMs: 960 };
-    const { client, requests, time } = setup([slow503, neverAnswers, ok], { retry: { maxElapsedMs: 1000 }, random: () => 0 });
-    const error = await rejection(client.listCategories());
-    expect(error).toMatchObject({ code: 'timeout', attempts: 2 });
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    // The first answer takes 9 600 ms of the 10 000 ms budget; the retry (after a 0 ms wait) has 400 ms left.
+    const slow503 = { ...errorAnswer(503, 'service_unavailable'), takesMs: 9_600 };
+    const { client, requests, requested, time } = setup([slow503, neverAnswers, ok], { retry: { maxElapsedMs: 10_000 }, random: () => 0 });
+    let settled = false;
+    const pending = rejection(client.listCategories()).finally(() => (settled = true));
+    await requested(2);
+    await vi.advanceTimersByTimeAsync(399);
+    expect(settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await pending).toMatchObject({ code: 'timeout', attempts: 2 });
     expect(time.sleeps).toEqual([0]);
     expect(requests).toHaveLength(2);
-  }, 2_000);
+  });
 });
 
 describe('with the global fetch over a real socket', () => {
@@ -263,7 +299,7 @@ describe('with the global fetch over a real socket', () => {
     await server.closed;
   });
 
-  it('an attempt that times out rejects with timeout, its fetch signal aborted', async ({ onTestFinished }) => {
+  it('an attempt that times out rejects with timeout, its fetch signal aborted, and closes its connection', async ({ onTestFinished }) => {
     const server = await silentServer();
     onTestFinished(server.stop);
     const signals: Array<AbortSignal | undefined> = [];
@@ -271,11 +307,17 @@ describe('with the global fetch over a real socket', () => {
       signals.push(init.signal);
       return globalThis.fetch(url, init);
     };
-    const client = createPetstoreClient({ baseUrl: server.baseUrl, apiKey: 'k', fetch, timeoutMs: 50, retry: { maxAttempts: 1 } });
-    const error = await rejection(client.listCategories());
+    const client = createPetstoreClient({ baseUrl: server.baseUrl, apiKey: 'k', fetch, attemptTimeoutMs: 5_000, retry: { maxAttempts: 1 } });
+    // The attempt's timer on fake timers, armed once the request is on the wire; sockets stay real.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const pending = rejection(client.listCategories());
+    await server.received;
+    await vi.advanceTimersByTimeAsync(5_000);
+    const error = await pending;
     expect(error).toMatchObject({ code: 'timeout', attempts: 1 });
     expect((error.cause as DOMException).name).toBe('TimeoutError');
     expect(signals).toHaveLength(1);
     expect(signals[0]?.aborted).toBe(true);
+    await server.closed;
   });
 });

@@ -1,11 +1,9 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createPetstoreClient } from './client.js';
+import { createPetstoreClient, type PetstoreClientOptions } from './client.js';
 import { PetstoreClientError, isPetstoreClientError } from './errors.js';
-import { errorAnswer, rateLimitHeaders, scriptedFetch, type ScriptStep, rejection, scriptedClient as setup } from './scripted-fetch.js';
+import { errorAnswer, rateLimitHeaders, scriptedFetch, type ScriptStep, rejection, scriptedClient as setup } from '../test-support/scripted-fetch.js';
 
 const dogs = { id: 1, name: 'Dogs', description: 'Canine breeds' };
-
-
 
 afterEach(() => {
   vi.unstubAllGlobals();
@@ -57,6 +55,12 @@ describe('operations', () => {
   it('rejects bad options with TypeError', () => {
     expect(() => createPetstoreClient({ baseUrl: '/v1', apiKey: 'k' })).toThrow(TypeError);
     expect(() => createPetstoreClient({ baseUrl: 'http://api.test/v1', apiKey: '' })).toThrow(TypeError);
+  });
+
+  it('refuses an option it does not know, naming it, rather than ignoring it', () => {
+    const options = { baseUrl: 'http://api.test/v1', apiKey: 'k', timeoutMs: 100 } as PetstoreClientOptions;
+    expect(() => createPetstoreClient(options)).toThrow(TypeError);
+    expect(() => createPetstoreClient(options)).toThrow(/unknown option\(s\) timeoutMs;/);
   });
 });
 

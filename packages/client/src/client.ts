@@ -11,8 +11,8 @@ import { checkIdempotencyKey, newIdempotencyKey, serializeIdempotencyKey } from 
 import { readRateLimitInfo, type RateLimitInfo } from './rate-limit-info.js';
 import { backoffDelayMs, parseRetryAfter, resolveRetryOptions, type RetryOptions } from './retry.js';
 
-/** The per-attempt timeout used when the `timeoutMs` option is not set, in ms. */
-export const DEFAULT_TIMEOUT_MS = 10_000;
+/** The per-attempt timeout used when the `attemptTimeoutMs` option is not set, in ms. */
+export const DEFAULT_ATTEMPT_TIMEOUT_MS = 10_000;
 
 /** Options of {@link createPetstoreClient}. */
 export interface PetstoreClientOptions {
@@ -25,13 +25,13 @@ export interface PetstoreClientOptions {
   /** Retry settings; see {@link RetryOptions} and {@link DEFAULT_RETRY}. */
   retry?: RetryOptions;
   /**
-   * Most time one attempt may take, in ms (a finite number > 0; default {@link DEFAULT_TIMEOUT_MS}, 10 000):
+   * Most time one attempt may take, in ms (a finite number > 0; default {@link DEFAULT_ATTEMPT_TIMEOUT_MS}, 10 000):
    * from calling fetch until the whole body is read. An attempt that runs out of time is aborted (its fetch
    * `signal` aborts) and fails as `timeout`, which is retried like a network error after which the request
    * may have been executed. An attempt never gets more than what is left of `retry.maxElapsedMs`. Measured
-   * with real timers (`setTimeout`), not with `now`/`sleep`.
+   * with the timers (`setTimeout`), not with `now`/`sleep`: in tests, move it with fake timers.
    */
-  timeoutMs?: number;
+  attemptTimeoutMs?: number;
   /**
    * Waits `ms` milliseconds before a retry; by default a `setTimeout`-based wait that ends early when
    * `signal` aborts. `signal` is the call's `signal` (`undefined` when the call has none): the wait should
@@ -44,6 +44,9 @@ export interface PetstoreClientOptions {
   /** Source of numbers in [0, 1) for the backoff jitter; `Math.random` by default. */
   random?: () => number;
 }
+
+/** The names of {@link PetstoreClientOptions}. */
+const OPTION_NAMES: ReadonlySet<string> = new Set(['baseUrl', 'apiKey', 'fetch', 'retry', 'attemptTimeoutMs', 'sleep', 'now', 'random']);
 
 /** Per-call options of {@link PetstoreClient.listCategories} and {@link PetstoreClient.createCategory}. */
 export interface PetstoreCallOptions {
@@ -174,10 +177,9 @@ function describeNetworkError(error: unknown): string {
  * - 409 `idempotency_key_in_flight`: the first request with the key is still being processed; the retry
  *   waits for its `Retry-After`;
  * - 503 (e.g. `service_unavailable`): the create may have been applied, and then the retry is a replay;
- * - network errors: a connection never established (`ECONNREFUSED`, `ENOTFOUND`, … — see
- *   {@link CONNECTION_NOT_ESTABLISHED_CODES}), and one dropped after the request was sent (`ECONNRESET`,
- *   socket closed, body cut off);
- * - `timeout` of one attempt (`timeoutMs`, default 10 000 ms), like a network error after sending.
+ * - network errors, whether the connection was never established (`ECONNREFUSED`, `ENOTFOUND`, …) or dropped
+ *   after the request was sent (`ECONNRESET`, socket closed, body cut off);
+ * - `timeout` of one attempt (`attemptTimeoutMs`, default 10 000 ms), like a network error after sending.
  *
  * Never retried: 429 `temporarily_banned` (a ban lasts its full term whatever is sent), 400 (among them
  * `invalid_idempotency_key`), 401, 404, 405, 413, 422 `idempotency_key_reused`, 500, 507, `invalid_response`,
@@ -187,15 +189,20 @@ function describeNetworkError(error: unknown): string {
  * never sooner than `Retry-After` allows, and exponential backoff with full jitter on top of it (defaults
  * 500 ms base, 8 000 ms cap). When that wait would end at or after the end of the time budget, the call does
  * not sleep: it rejects at once with the last error — a `Retry-After` longer than the remaining budget
- * therefore fails fast instead of waiting or hammering. Each attempt gets `min(timeoutMs, what is left of
- * the budget)`; when the budget runs out during an attempt, the call rejects with `timeout`.
+ * therefore fails fast instead of waiting or hammering. Each attempt gets `min(attemptTimeoutMs, what is left
+ * of the budget)`; when the budget runs out during an attempt, the call rejects with `timeout`.
  *
  * **Cancellation.** Pass `{ signal }` to a call; see {@link PetstoreCallOptions}.
  *
- * @throws TypeError when `baseUrl` is not an absolute URL or `apiKey` is empty
- * @throws RangeError when `timeoutMs` is not a finite number > 0, or on invalid retry settings
+ * @throws TypeError when `baseUrl` is not an absolute URL, `apiKey` is empty, or an option (or a `retry`
+ *   setting) has a name this client does not know — a misspelt option never goes unnoticed
+ * @throws RangeError when `attemptTimeoutMs` is not a finite number > 0, or on invalid retry settings
  */
 export function createPetstoreClient(options: PetstoreClientOptions): PetstoreClient {
+  const unknown = Object.keys(options).filter((name) => !OPTION_NAMES.has(name));
+  if (unknown.length > 0) {
+    throw new TypeError(`createPetstoreClient: unknown option(s) ${unknown.join(', ')}; the options are ${[...OPTION_NAMES].join(', ')}`);
+  }
   const { apiKey } = options;
   if (typeof apiKey !== 'string' || apiKey === '') throw new TypeError('apiKey must be a non-empty string');
   if (!URL.canParse(options.baseUrl)) throw new TypeError('baseUrl must be an absolute URL such as http://127.0.0.1:3000/v1');
@@ -206,9 +213,9 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
       ? (url, init) => globalThis.fetch(url, init)
       : () => Promise.reject(new TypeError('no global fetch: pass the fetch option')));
   const retry = resolveRetryOptions(options.retry);
-  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
-    throw new RangeError('timeoutMs must be a finite number > 0 (milliseconds)');
+  const attemptTimeoutMs = options.attemptTimeoutMs ?? DEFAULT_ATTEMPT_TIMEOUT_MS;
+  if (typeof attemptTimeoutMs !== 'number' || !Number.isFinite(attemptTimeoutMs) || attemptTimeoutMs <= 0) {
+    throw new RangeError('attemptTimeoutMs must be a finite number > 0 (milliseconds)');
   }
   const sleep = options.sleep ?? sleepWithTimers;
   const now = options.now ?? Date.now;
@@ -290,8 +297,8 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
     let budgetLeftMs = retry.maxElapsedMs;
     for (let attempts = 1; ; attempts++) {
       if (signal?.aborted) throw abortedError(init, signal, attempts - 1);
-      const budgetBound = budgetLeftMs <= timeoutMs;
-      const outcome = await attempt(init, accept, attempts, signal, budgetBound ? budgetLeftMs : timeoutMs, budgetBound);
+      const budgetBound = budgetLeftMs <= attemptTimeoutMs;
+      const outcome = await attempt(init, accept, attempts, signal, budgetBound ? budgetLeftMs : attemptTimeoutMs, budgetBound);
       if (outcome.ok) return outcome.value;
       if (outcome.retry === 'never' || attempts >= retry.maxAttempts) throw outcome.error;
       const waitMs = Math.max(outcome.retryAfterMs ?? 0, backoffDelayMs(attempts - 1, retry, random));

@@ -15,7 +15,7 @@ import type { ErrorCode } from './api-types.js';
  * - `aborted`: the caller's `signal` aborted (before the call, during an attempt, or during a wait between
  *   attempts); `cause` is the signal's `reason`, `status` is 0. Never retried;
  * - `timeout`: the last attempt did not get its whole answer (headers and body) within the client's
- *   `timeoutMs`, or the call's `retry.maxElapsedMs` budget ran out during an attempt; `status` is 0 and
+ *   `attemptTimeoutMs`, or the call's `retry.maxElapsedMs` budget ran out during an attempt; `status` is 0 and
  *   `cause` is the `DOMException` named `TimeoutError` the attempt was aborted with.
  *
  * A code the server sends that this version does not know is passed through as is.

@@ -12,7 +12,7 @@ export interface PetstoreFetchInit {
   headers: Record<string, string>;
   body?: string;
   /**
-   * Aborts when the call's `signal` aborts or the attempt runs out of time (`timeoutMs`, or what is left of
+   * Aborts when the call's `signal` aborts or the attempt runs out of time (`attemptTimeoutMs`, or what is left of
    * `retry.maxElapsedMs`). A fetch should then stop the request and reject; one that ignores it still has
    * its answer discarded, since the client stops waiting at once.
    */

@@ -2,7 +2,7 @@
  * The `Idempotency-Key` of createCategory: its form, a fresh key per call and the same on every retry, the
  * caller's own key, and the failures a create is retried after now that a repeat is answered with a replay.
  */
-import { tcpTestServer } from './tcp-test-server.js';
+import { tcpTestServer } from '../test-support/tcp-test-server.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createPetstoreClient } from './client.js';
 import {
@@ -13,7 +13,7 @@ import {
   scriptedClient as setup,
   undiciConnectError,
   undiciDroppedError,
-} from './scripted-fetch.js';
+} from '../test-support/scripted-fetch.js';
 
 const created: ScriptStep = { status: 201, body: { id: 1, name: 'Dogs' } };
 const dogs = { name: 'Dogs' };

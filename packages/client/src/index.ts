@@ -1,13 +1,13 @@
 /**
  * @petstore/client — a fetch-based client of the petstore categories API: typed errors, the last
  * `X-RateLimit-*` state, retries that honour `Retry-After` with exponential backoff and full jitter,
- * per-call cancellation (`signal`), per-attempt timeouts (`timeoutMs`), and an `Idempotency-Key` on every create
+ * per-call cancellation (`signal`), per-attempt timeouts (`attemptTimeoutMs`), and an `Idempotency-Key` on every create
  * so that creates are retried without creating twice.
  *
  * @packageDocumentation
  */
 export {
-  DEFAULT_TIMEOUT_MS,
+  DEFAULT_ATTEMPT_TIMEOUT_MS,
   createPetstoreClient,
   type PetstoreCallOptions,
   type PetstoreClient,
@@ -21,7 +21,6 @@ export {
   type PetstoreClientErrorDetails,
 } from './errors.js';
 export { DEFAULT_RETRY, backoffDelayMs, parseRetryAfter, type RetryOptions, type ResolvedRetryOptions } from './retry.js';
-export { CONNECTION_NOT_ESTABLISHED_CODES, isConnectionNotEstablished } from './network.js';
 export { readRateLimitInfo, type RateLimitInfo } from './rate-limit-info.js';
 export type { PetstoreFetch, PetstoreFetchHeaders, PetstoreFetchInit, PetstoreFetchResponse } from './fetch-types.js';
 export type { Category, NewCategory, ErrorBody, ErrorCode } from './api-types.js';

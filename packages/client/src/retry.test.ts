@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_RETRY, backoffDelayMs, parseRetryAfter, resolveRetryOptions } from './retry.js';
-import { errorAnswer, fakeTime, nodeFetchSystemError, rateLimitHeaders, undiciConnectError, type ScriptStep, rejection, scriptedClient as setup } from './scripted-fetch.js';
+import { DEFAULT_RETRY, backoffDelayMs, parseRetryAfter, resolveRetryOptions, type RetryOptions } from './retry.js';
+import { errorAnswer, fakeTime, nodeFetchSystemError, rateLimitHeaders, undiciConnectError, type ScriptStep, rejection, scriptedClient as setup } from '../test-support/scripted-fetch.js';
 
 const ok: ScriptStep = { status: 200, headers: rateLimitHeaders(2, 1, 1_800_000_060), body: [] };
 const created: ScriptStep = { status: 201, body: { id: 1, name: 'Dogs' } };
@@ -82,7 +82,7 @@ describe('bounds', () => {
   });
 
   it('defaults to 4 attempts within 30 s', async () => {
-    expect(DEFAULT_RETRY).toEqual({ maxAttempts: 4, maxElapsedMs: 30_000, baseDelayMs: 500, maxDelayMs: 8000, retryUnsafe: false });
+    expect(DEFAULT_RETRY).toEqual({ maxAttempts: 4, maxElapsedMs: 30_000, baseDelayMs: 500, maxDelayMs: 8000 });
     const { client, requests } = setup([unavailable()]);
     expect((await rejection(client.listCategories())).attempts).toBe(4);
     expect(requests).toHaveLength(4);
@@ -161,6 +161,13 @@ describe('bounds', () => {
     expect(() => resolveRetryOptions({ baseDelayMs: Number.NaN })).toThrow(RangeError);
     expect(resolveRetryOptions({ maxAttempts: undefined })).toEqual(DEFAULT_RETRY);
   });
+
+  it('refuses a setting it does not know, naming it, rather than ignoring it', () => {
+    const misspelt = { maxAttempt: 1 } as unknown as RetryOptions;
+    expect(() => resolveRetryOptions(misspelt)).toThrow(TypeError);
+    expect(() => resolveRetryOptions(misspelt)).toThrow(/retry\.maxAttempt\b/);
+    expect(() => setup([ok], { retry: { retryUnsafe: true } as unknown as RetryOptions })).toThrow(/retry\.retryUnsafe/);
+  });
 });
 
 describe('which failures are retried', () => {
@@ -201,14 +208,13 @@ describe('which failures are retried', () => {
     expect(requests).toHaveLength(3);
   });
 
-  it('retryUnsafe changes nothing: creates are retried without it, and the other failures are final with it', async () => {
-    for (const retryUnsafe of [false, true]) {
-      const dropped = setup([{ reject: undiciConnectError('ECONNRESET') }, created], { retry: { retryUnsafe } });
-      await expect(dropped.client.createCategory({ name: 'Dogs' })).resolves.toMatchObject({ id: 1 });
-      expect(dropped.requests).toHaveLength(2);
-      const failed = setup([errorAnswer(500, 'internal_error'), created], { retry: { retryUnsafe } });
-      expect(await rejection(failed.client.createCategory({ name: 'Dogs' }))).toMatchObject({ code: 'internal_error', attempts: 1 });
-    }
+  it('retries a create after a dropped connection, and never after a 500', async () => {
+    const dropped = setup([{ reject: undiciConnectError('ECONNRESET') }, created]);
+    await expect(dropped.client.createCategory({ name: 'Dogs' })).resolves.toMatchObject({ id: 1 });
+    expect(dropped.requests).toHaveLength(2);
+    const failed = setup([errorAnswer(500, 'internal_error'), created]);
+    expect(await rejection(failed.client.createCategory({ name: 'Dogs' }))).toMatchObject({ code: 'internal_error', attempts: 1 });
+    expect(failed.requests).toHaveLength(1);
   });
 });
 

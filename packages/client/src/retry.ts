@@ -16,7 +16,7 @@ export interface RetryOptions {
    * Time budget of one call in ms (a finite number > 0), measured with `now()` from the call's start; it
    * bounds the waits between attempts and the attempts themselves. A retry whose wait would end at or after
    * the budget is not made: the call rejects at once with the last error instead of sleeping. Each attempt
-   * gets at most what is left of the budget (and at most the client's `timeoutMs`); when the budget runs out
+   * gets at most what is left of the budget (and at most the client's `attemptTimeoutMs`); when the budget runs out
    * during an attempt, the attempt is aborted and the call rejects with `timeout`. Default 30 000.
    */
   maxElapsedMs?: number;
@@ -24,16 +24,6 @@ export interface RetryOptions {
   baseDelayMs?: number;
   /** Cap of the exponential backoff in ms (before jitter). Default 8 000. */
   maxDelayMs?: number;
-  /**
-   * Also retry failures after which a request that is not idempotent may have been executed (a 503, a
-   * network error other than a connection that was never established, an attempt's `timeout`). Default false.
-   *
-   * @deprecated Has no effect: every `createCategory` call sends an `Idempotency-Key` (the same on each of
-   * its retries), so those failures are retried for creates anyway — a repeat of a create the server already
-   * executed is answered with a replay of its category, not a second category. Kept so that existing settings
-   * still compile.
-   */
-  retryUnsafe?: boolean;
 }
 
 /** {@link RetryOptions} with every field present. */
@@ -45,18 +35,22 @@ export const DEFAULT_RETRY: Readonly<ResolvedRetryOptions> = Object.freeze({
   maxElapsedMs: 30_000,
   baseDelayMs: 500,
   maxDelayMs: 8_000,
-  retryUnsafe: false,
 });
 
 /**
  * Fills in {@link DEFAULT_RETRY} and checks the values.
+ * @throws TypeError when a setting has a name other than those of {@link RetryOptions}
  * @throws RangeError when `maxAttempts` is not an integer ≥ 1, `maxElapsedMs` is not a finite number > 0, or
  *   `baseDelayMs` / `maxDelayMs` is negative or not finite.
  */
 export function resolveRetryOptions(retry: RetryOptions | undefined): ResolvedRetryOptions {
   const resolved: ResolvedRetryOptions = { ...DEFAULT_RETRY };
+  const unknown = Object.keys(retry ?? {}).filter((name) => !Object.hasOwn(DEFAULT_RETRY, name));
+  if (unknown.length > 0) {
+    throw new TypeError(`unknown retry setting(s) ${unknown.map((name) => `retry.${name}`).join(', ')}; the settings are ${Object.keys(DEFAULT_RETRY).join(', ')}`);
+  }
   for (const [name, value] of Object.entries(retry ?? {})) {
-    if (value !== undefined && Object.hasOwn(DEFAULT_RETRY, name)) (resolved as Record<string, unknown>)[name] = value;
+    if (value !== undefined) (resolved as Record<string, unknown>)[name] = value;
   }
   if (!Number.isSafeInteger(resolved.maxAttempts) || resolved.maxAttempts < 1) {
     throw new RangeError('retry.maxAttempts must be an integer ≥ 1');
@@ -68,7 +62,6 @@ export function resolveRetryOptions(retry: RetryOptions | undefined): ResolvedRe
   for (const name of ['baseDelayMs', 'maxDelayMs'] as const) {
     if (!Number.isFinite(resolved[name]) || resolved[name] < 0) throw new RangeError(`retry.${name} must be a finite number ≥ 0`);
   }
-  resolved.retryUnsafe = resolved.retryUnsafe === true;
   return resolved;
 }
 

@@ -19,6 +19,7 @@
  * connection comes from its own loopback address (127.77.x.y), so cases without a valid key never share the
  * anonymous per-address quota.
  */
+import { METHODS } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
 import { expectError, expectJsonContentType, expectRateLimitHeaders } from './http-client.js';
@@ -320,6 +321,67 @@ const ANSWERED: ApiCase[] = [
   },
 ];
 
+/**
+ * Content types and methods a framework judges before any route (Fastify refuses a Content-Type it cannot parse
+ * with its own 415, and a QUERY without one with its own 400, through the host's error handler): under the
+ * prefix the API answers them like any other request, on every implementation, and charges them once.
+ */
+const JUDGED_BY_FRAMEWORKS: ApiCase[] = [
+  {
+    name: 'POST with "Content-Type: application/json, application/json"',
+    bytes: () => post('{"name":"twice in one"}', [], '/v1/categories', 'Content-Type: application/json, application/json'),
+    status: 400,
+    code: 'invalid_content_type',
+  },
+  {
+    name: 'POST with an empty Content-Type',
+    bytes: () => post('{"name":"empty type"}', [], '/v1/categories', 'Content-Type:'),
+    status: 400,
+    code: 'invalid_content_type',
+  },
+  {
+    name: 'POST with "Content-Type: ;;;"',
+    bytes: () => post('{"name":"semicolons"}', [], '/v1/categories', 'Content-Type: ;;;'),
+    status: 400,
+    code: 'invalid_content_type',
+  },
+  {
+    name: 'DELETE with an empty Content-Type',
+    bytes: () => head('DELETE /v1/categories HTTP/1.1', [HOST, AUTH, 'Content-Type:']),
+    status: 405,
+    code: 'method_not_allowed',
+    headers: { allow: /^GET, HEAD, POST$/ },
+  },
+  {
+    name: 'PUT with "Content-Type: application/json, application/json"',
+    bytes: () => post('{}', [], '/v1/categories', 'Content-Type: application/json, application/json').toString('latin1').replace(/^POST/, 'PUT'),
+    status: 405,
+    code: 'method_not_allowed',
+  },
+  {
+    name: 'QUERY without a Content-Type',
+    bytes: () => head('QUERY /v1/categories HTTP/1.1', [HOST, AUTH]),
+    status: 405,
+    code: 'method_not_allowed',
+    headers: { allow: /^GET, HEAD, POST$/ },
+  },
+  {
+    name: 'QUERY with a JSON body',
+    bytes: () => post('{"name":"query"}', [], '/v1/categories').toString('latin1').replace(/^POST/, 'QUERY'),
+    status: 405,
+    code: 'method_not_allowed',
+  },
+  {
+    name: 'QUERY of a path without an operation',
+    bytes: () => head('QUERY /v1/nope HTTP/1.1', [HOST, AUTH]),
+    status: 404,
+    code: 'not_found',
+  },
+];
+
+/** Whether this Node's HTTP parser takes the method QUERY (RFC 10008); one that does not refuses it like `FOO`. */
+const NODE_PARSES_QUERY = METHODS.includes('QUERY');
+
 /** How an implementation answers a target: the API with `status`, or something outside the API. */
 type Outcome = { api: number } | { outside: number };
 
@@ -546,7 +608,17 @@ export function defineHostileCases(impl: ServerImpl): void {
   });
 
   it('answers version HTTP/2.0 in an HTTP/1 request line like HTTP/1.1 (Node 20 accepts it) or refuses it', async () => {
-    await expectListedOrRefused(await send(get('/v1/categories', [], 'HTTP/2.0'), { waitForClose: true, timeoutMs: 300 }));
+    // Served, the connection stays open (keep-alive); refused, Node closes it: wait for the close only then.
+    const connection = await RawConnection.open(server.origin, { localAddress: freshAddress() });
+    try {
+      connection.expectAnswerTo(false);
+      await connection.write(get('/v1/categories', [], 'HTTP/2.0'));
+      await connection.waitForAnswers(1);
+      if (rateLimitHeaderNames(connection.answers[0]).length === 0) await connection.waitForClose();
+      await expectListedOrRefused(connection.snapshot(false));
+    } finally {
+      connection.destroy();
+    }
   });
 
   // ---- accepted and answered by the API ----
@@ -559,6 +631,26 @@ export function defineHostileCases(impl: ServerImpl): void {
         expect(headerOf(answer, name) ?? '(absent)', name).toMatch(pattern);
       }
       if (hostile.status === 200) expect(answer.body).toBe(await listJson());
+    });
+  }
+
+  for (const hostile of JUDGED_BY_FRAMEWORKS) {
+    const refusedByNode = hostile.name.startsWith('QUERY') && !NODE_PARSES_QUERY;
+    const expected = refusedByNode ? 'refused by Node (no QUERY in its parser)' : `${hostile.status} ${hostile.code}, charged once`;
+    it(`answers ${hostile.name} under the prefix with the API's ${expected}`, async () => {
+      if (refusedByNode) {
+        expectRefused(await send(hostile.bytes(), { waitForClose: true }), 400);
+        return;
+      }
+      const address = freshAddress();
+      const before = await exchange(server.origin, get('/v1/categories'), { localAddress: address });
+      const remaining = Number(headerOf(expectOneApiAnswer(before, 200), 'x-ratelimit-remaining'));
+      const result = await send(hostile.bytes(), { localAddress: address });
+      const answer = expectOneApiAnswer(result, hostile.status, hostile.code);
+      for (const [name, pattern] of Object.entries(hostile.headers ?? {})) {
+        expect(headerOf(answer, name) ?? '(absent)', name).toMatch(pattern);
+      }
+      expect(Number(headerOf(answer, 'x-ratelimit-remaining')), 'X-RateLimit-Remaining: charged exactly once').toBe(remaining - 1);
     });
   }
 
@@ -841,20 +933,16 @@ export function defineHostileCases(impl: ServerImpl): void {
   for (const hostile of HOSTILE_BODIES) {
     // express.json() refuses bodies over its own 100 kB limit; the API answers that 413.
     const [status, code] = expressBodyParser ? [413, 'payload_too_large'] : [hostile.status, hostile.code];
-    it(`answers ${hostile.name} with ${status} ${code}, a GET on another connection meanwhile promptly`, async () => {
+    it(`answers ${hostile.name} with ${status} ${code}, and a GET on another connection meanwhile`, async () => {
       const big = await RawConnection.open(server.origin, { localAddress: freshAddress() });
       try {
         big.expectAnswerTo(false);
         // Resolves once the kernel took the last byte, so the server has most of the body by then.
         await big.write(post(hostile.body()));
-        const started = performance.now();
-        const concurrent = await send(get('/v1/categories'), { timeoutMs: 5000 });
-        const ms = performance.now() - started;
+        // The server keeps serving other clients. (What a body costs it is measured by npm run bench, not here.)
+        const concurrent = await send(get('/v1/categories'));
         expectOneApiAnswer(concurrent, 200);
-        // Generous: the body costs the server tens of ms (npm run bench); a stalled event loop would take
-        // seconds to minutes, and a busy CI machine must not fail this.
-        expect(ms, 'the GET sent while the body was being handled took (ms)').toBeLessThan(5000);
-        expect(await big.waitForAnswers(1, 5000), 'an answer to the body within 5 s').toBe(true);
+        expect(await big.waitForAnswers(1), `an answer to the body: ${describeExchange(big.snapshot(false))}`).toBe(true);
         countCreated(big.answers);
         expectOneApiAnswer(big.snapshot(false), status, code);
       } finally {

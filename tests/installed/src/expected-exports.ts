@@ -41,11 +41,11 @@ export const EXPECTED_EXPORTS: Record<string, { values: string[]; types: string[
     types: ['PetstoreFastifyOptions'],
   },
   '@petstore/adapter-express': {
-    values: ['default','petstoreExpress','petstoreGuard'],
+    values: ['default','petstoreExpress','petstoreGuard','principalOf'],
     types: ['PetstoreExpressHandlers','PetstoreExpressOptions'],
   },
   '@petstore/client': {
-    values: ['CONNECTION_NOT_ESTABLISHED_CODES','DEFAULT_RETRY','DEFAULT_TIMEOUT_MS','PetstoreClientError','backoffDelayMs','createPetstoreClient','isConnectionNotEstablished','isPetstoreClientError','parseRetryAfter','readRateLimitInfo'],
+    values: ['DEFAULT_ATTEMPT_TIMEOUT_MS','DEFAULT_RETRY','PetstoreClientError','backoffDelayMs','createPetstoreClient','isPetstoreClientError','parseRetryAfter','readRateLimitInfo'],
     types: ['Category','ErrorBody','ErrorCode','NewCategory','PetstoreCallOptions','PetstoreClient','PetstoreClientErrorCode','PetstoreClientErrorDetails','PetstoreClientOptions','PetstoreCreateOptions','PetstoreFetch','PetstoreFetchHeaders','PetstoreFetchInit','PetstoreFetchResponse','RateLimitInfo','ResolvedRetryOptions','RetryOptions'],
   },
 };

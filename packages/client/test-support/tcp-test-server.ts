@@ -1,6 +1,6 @@
 /**
  * A raw TCP server on 127.0.0.1 for the client's real-socket tests: `onConnection` handles each socket; `stop()`
- * closes the server and destroys every socket. For this package's own tests only; not exported.
+ * closes the server and destroys every socket. For this package's own tests only (outside src/, not published).
  */
 import { createServer, type Socket } from 'node:net';
 

@@ -1,10 +1,10 @@
 /**
- * Test support (not exported by the package): a fetch that plays a script of answers and failures, and a
- * fake clock whose `sleep` moves time instead of waiting.
+ * Test support for this package's own tests (outside src/, not published): a fetch that plays a script of
+ * answers and failures, and a fake clock whose `sleep` moves time instead of waiting.
  */
-import { createPetstoreClient, type PetstoreClientOptions } from './client.js';
-import { isPetstoreClientError, type PetstoreClientError } from './errors.js';
-import type { PetstoreFetch, PetstoreFetchInit, PetstoreFetchResponse } from './fetch-types.js';
+import { createPetstoreClient, type PetstoreClientOptions } from '../src/client.js';
+import { isPetstoreClientError, type PetstoreClientError } from '../src/errors.js';
+import type { PetstoreFetch, PetstoreFetchInit, PetstoreFetchResponse } from '../src/fetch-types.js';
 
 /**
  * One scripted step: an answer, a rejection of fetch itself (no answer received), or a fetch that never

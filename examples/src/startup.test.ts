@@ -1,0 +1,77 @@
+/**
+ * An example server that cannot start says why in one line on stderr and exits 1 — no stack trace: the helper
+ * on its own, then both servers started as a user would, with a database, a Redis and a variable they cannot
+ * use.
+ */
+import { createServer } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { runExampleToExit } from './spawn-example.js';
+import { STARTUP_FAILURE_PREFIX, describeError, startOrExit, startupFailureLine } from './startup.js';
+
+describe('startOrExit', () => {
+  it('prints one line and exits 1 when start-up fails, and does neither when it succeeds', async () => {
+    const lines: string[] = [];
+    const exits: number[] = [];
+    await startOrExit(
+      async () => {
+        throw new Error('PETSTORE_REDIS_URL: Redis at redis://127.0.0.1:1 failed at start-up: connect ECONNREFUSED 127.0.0.1:1');
+      },
+      (line) => lines.push(line),
+      (code) => exits.push(code),
+    );
+    expect(lines).toEqual([`${STARTUP_FAILURE_PREFIX} PETSTORE_REDIS_URL: Redis at redis://127.0.0.1:1 failed at start-up: connect ECONNREFUSED 127.0.0.1:1`]);
+    expect(exits).toEqual([1]);
+    await startOrExit(async () => undefined, (line) => lines.push(line), (code) => exits.push(code));
+    expect(lines).toHaveLength(1);
+    expect(exits).toEqual([1]);
+  });
+
+  it('describes any error in one line', () => {
+    const refused = (port: number) => Object.assign(new Error(`connect ECONNREFUSED 127.0.0.1:${port}`), { code: 'ECONNREFUSED' });
+    expect(describeError(new AggregateError([refused(1), refused(2)], ''))).toBe('connect ECONNREFUSED 127.0.0.1:1; connect ECONNREFUSED 127.0.0.1:2');
+    expect(describeError(Object.assign(new Error(''), { code: 'ETIMEDOUT' }))).toBe('ETIMEDOUT');
+    expect(describeError(new Error('first line\n  second line'))).toBe('first line second line');
+    expect(describeError('a string')).toBe('a string');
+    expect(startupFailureLine(new TypeError(''))).toBe(`${STARTUP_FAILURE_PREFIX} TypeError`);
+  });
+});
+
+/** A loopback port nothing listens on (bound, then released). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+describe.each(['fastify-server.ts', 'express-server.ts'])('%s that cannot start', (script) => {
+  it('prints one line naming the variable, without the password or a stack trace, and exits 1', async () => {
+    const [databasePort, redisPort] = [await closedPort(), await closedPort()];
+    const cases: Array<{ env: Record<string, string>; line: string }> = [
+      {
+        env: { PETSTORE_DATABASE_URL: `postgres://petstore:s3cret@127.0.0.1:${databasePort}/petstore` },
+        line: `PETSTORE_DATABASE_URL: PostgreSQL at postgres://petstore:***@127.0.0.1:${databasePort}/petstore failed at start-up: connect ECONNREFUSED 127.0.0.1:${databasePort}`,
+      },
+      {
+        env: { PETSTORE_REDIS_URL: `redis://:s3cret@127.0.0.1:${redisPort}` },
+        line: `PETSTORE_REDIS_URL: Redis at redis://:***@127.0.0.1:${redisPort} failed at start-up: connect ECONNREFUSED 127.0.0.1:${redisPort}`,
+      },
+      { env: { REQUEST_TIMEOUT_MS: '30s' }, line: 'REQUEST_TIMEOUT_MS must be a positive whole number of milliseconds, not "30s"' },
+      {
+        env: { PETSTORE_STAGING_URL: 'https://staging.example.com/v2' },
+        line: 'PETSTORE_STAGING_URL must be an absolute http(s) URL ending in /v1, such as https://api.example.com/v1, not "https://staging.example.com/v2"',
+      },
+    ];
+    const runs = await Promise.all(cases.map(({ env }) => runExampleToExit(script, { PETSTORE_API_KEYS: 'startup-key:free', ...env })));
+    runs.forEach((run, index) => {
+      expect({ code: run.code, signal: run.signal, stderr: run.stderr, stdout: run.stdout }).toEqual({
+        code: 1,
+        signal: null,
+        stderr: `${STARTUP_FAILURE_PREFIX} ${cases[index]?.line}\n`,
+        stdout: '',
+      });
+    });
+  }, 30_000);
+});

@@ -1,0 +1,43 @@
+/**
+ * Start-up of the example servers: when one cannot start — a bad variable, a database or Redis it cannot
+ * reach, a port in use — it prints one line on stderr saying why, and exits 1. Never a stack trace.
+ */
+
+/** The start-up failure line's beginning. */
+export const STARTUP_FAILURE_PREFIX = 'petstore example: cannot start:';
+
+/**
+ * What an error says in one line: its message, else its `code`, else the messages of an `AggregateError`'s
+ * errors (Node reports a connection refused on every address of a host name that way); line breaks become spaces.
+ */
+export function describeError(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const code = (error as { code?: unknown }).code;
+  let text = error.message;
+  if (text === '' && error instanceof AggregateError) text = error.errors.map(describeError).join('; ');
+  if (text === '' && typeof code === 'string') text = code;
+  return (text || error.name).replace(/\s*\n\s*/g, ' ');
+}
+
+/** The one line printed when start-up fails with `error`. */
+export function startupFailureLine(error: unknown): string {
+  return `${STARTUP_FAILURE_PREFIX} ${describeError(error)}`;
+}
+
+/**
+ * Runs `start`; when it fails, prints {@link startupFailureLine} with `printError` (stderr) and exits 1 (`exit`).
+ * `process.exit` rather than a pending exit code: a client that failed to connect (ioredis reconnecting, say)
+ * must not keep the process alive.
+ */
+export async function startOrExit(
+  start: () => Promise<void>,
+  printError: (line: string) => void = (line) => console.error(line),
+  exit: (code: number) => void = (code) => process.exit(code),
+): Promise<void> {
+  try {
+    await start();
+  } catch (error) {
+    printError(startupFailureLine(error));
+    exit(1);
+  }
+}
