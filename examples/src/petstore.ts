@@ -71,8 +71,8 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
       pool.on('error', () => undefined); // a dropped idle connection; requests report failures through the policy
       closers.push(() => pool.end());
       await migratePostgres({ pool });
-      categories = postgresCategoryStore({ pool, timeoutMs: 500 });
-      store = postgresRateLimitStore({ pool, timeoutMs: 500 });
+      categories = postgresCategoryStore({ pool, callTimeoutMs: 500 });
+      store = postgresRateLimitStore({ pool, callTimeoutMs: 500 });
     }
     if (config.redisUrl !== undefined) {
       const client = new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true });
@@ -81,8 +81,8 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
         await client.quit().catch(() => client.disconnect());
       });
       await client.connect();
-      categories ??= redisCategoryStore({ client, timeoutMs: 500 });
-      store = redisRateLimitStore({ client, timeoutMs: 500 });
+      categories ??= redisCategoryStore({ client, callTimeoutMs: 500 });
+      store = redisRateLimitStore({ client, callTimeoutMs: 500 });
     }
   } catch (error) {
     await close();
