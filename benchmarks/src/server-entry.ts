@@ -21,4 +21,12 @@ process.on('message', () => {
   const cpu = process.cpuUsage();
   process.send?.({ redisCommands: server.redisCommands(), postgresStatements: server.postgresStatements(), cpuMicros: cpu.user + cpu.system });
 });
-process.once('SIGTERM', () => void server.close().then(() => process.exit(0)));
+process.once('SIGTERM', () => {
+  server.close().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      console.error(`${name}: closing failed: ${error instanceof Error ? error.message : String(error)}`);
+      process.exit(1);
+    },
+  );
+});

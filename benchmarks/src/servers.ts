@@ -205,7 +205,9 @@ export async function startServer(name: ServerName, databases: ServerDatabases, 
   const postgresStatements = countCalls(pool, 'query');
   const redisCommands = countCalls(redis, 'sendCommand');
   const closeDatabases = async () => {
-    if (redis) await redis.quit();
+    // Redis may be going away at the same moment (the benchmark stops it as it stops the servers): QUIT then fails
+    // with "Connection is closed." and there is nothing left to close.
+    if (redis) await redis.quit().catch(() => redis.disconnect());
     if (pool) await pool.end();
   };
   const stores = { redis, pool, schema: databases.postgres?.schema };

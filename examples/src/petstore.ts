@@ -83,8 +83,8 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
       await migratePostgres({ pool }).catch((error: unknown) => {
         throw new Error(`PETSTORE_DATABASE_URL: PostgreSQL at ${redactUrl(url)} failed at start-up: ${describeError(error)}`, { cause: error });
       });
-      categories = postgresCategoryStore({ pool, timeoutMs: 500 });
-      store = postgresRateLimitStore({ pool, timeoutMs: 500 });
+      categories = postgresCategoryStore({ pool, callTimeoutMs: 500 });
+      store = postgresRateLimitStore({ pool, callTimeoutMs: 500 });
     }
     if (config.redisUrl !== undefined) {
       const url = config.redisUrl;
@@ -101,8 +101,8 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
       await client.connect().catch((error: unknown) => {
         throw new Error(`PETSTORE_REDIS_URL: Redis at ${redactUrl(url)} failed at start-up: ${describeError(lastError ?? error)}`, { cause: error });
       });
-      categories ??= redisCategoryStore({ client, timeoutMs: 500 });
-      store = redisRateLimitStore({ client, timeoutMs: 500 });
+      categories ??= redisCategoryStore({ client, callTimeoutMs: 500 });
+      store = redisRateLimitStore({ client, callTimeoutMs: 500 });
     }
   } catch (error) {
     await close();

@@ -3,7 +3,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts'],
-    globalSetup: ['src/test-support/global-setup.ts'],
+    globalSetup: ['test-support/global-setup.ts'],
     testTimeout: 20_000,
   },
 });

@@ -11,8 +11,8 @@ import { LRUCache } from 'lru-cache';
 export interface MemoryRateLimitStoreOptions {
   /**
    * Most keys tracked at once; past it the least recently used key is dropped (its counters restart).
-   * Default 100,000 (about 41 MB of heap: some 410 bytes per key with two windows, measured by
-   * `benchmarks/src/memory-bench.ts`). Size it above the number of keys active within your longest window.
+   * Default 100,000 (the heap per tracked key with two windows is measured in BENCHMARKS.md, section "Memory
+   * store"). Size it above the number of keys active within your longest window.
    * Passed as `rateLimit.store`, the engine takes a second store like it (`newStore()`, the same `maxKeys`)
    * for callers without a valid key, so a flood of client addresses cannot evict the counters of API keys.
    */
@@ -87,8 +87,8 @@ export function memoryRateLimitStore(options: MemoryRateLimitStoreOptions = {}):
     },
     async consume(key, request) {
       // A new state per decision, from the core's one decision function. Charging the held counters in place
-      // instead saved 0.08 µs per consume with 1,000 keys and 1.4 µs with 1,000,000 (measured; under 5 % of
-      // the 43 µs of server CPU per request), not worth a second copy of the decision.
+      // instead was measured and left out: it saved a small share of the server's CPU per request (BENCHMARKS.md,
+      // sections "Core" and "HTTP"), not worth a second copy of the decision.
       const nowMs = request.nowMs;
       const held = cache.get(key);
       const entry = held !== undefined && isLive(held, nowMs) ? held : undefined;

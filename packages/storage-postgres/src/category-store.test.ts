@@ -6,11 +6,11 @@
 import { createHash } from 'node:crypto';
 import { isPetstoreError, PetstoreError } from '@petstore/core';
 import pg from 'pg';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { postgresCategoryStore } from './category-store.js';
 import { PostgresTimeoutError } from './postgres-call.js';
-import { countStatements } from './test-support/count-statements.js';
-import { connectPool, migratedSchema, skipPostgres, uniqueSchema } from './test-support/postgres.js';
+import { countStatements } from '../test-support/count-statements.js';
+import { connectPool, databaseNowMs, migratedSchema, skipPostgres, uniqueSchema } from '../test-support/postgres.js';
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
@@ -28,6 +28,10 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
 }
 
 describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it('hands out 2^53 - 1 as the last id, then refuses creates with storage_full and writes nothing', async () => {
     const { pool, schema } = await migratedSchema();
     const store = postgresCategoryStore({ pool, schema });
@@ -77,20 +81,22 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
     const { pool, schema } = await migratedSchema();
     const store = postgresCategoryStore({ pool, schema });
     const request = idempotent('k1', 'body', 30_000);
+    const before = await databaseNowMs(pool);
     const created = await store.createIdempotent({ name: 'Dogs', description: '' }, request);
+    const after = await databaseNowMs(pool);
     expect(created).toEqual({ outcome: 'created', category: { id: 1, name: 'Dogs', description: '' } });
     const records = `"${schema}".petstore_categories_idempotency`;
     const read = async () =>
       (
-        await pool.query<{ key: string; fingerprint: string; category_id: string; left_ms: string; xmin: string }>(
-          `SELECT key, fingerprint, category_id::text, xmin::text,
-             (expires_at_ms - floor(extract(epoch FROM clock_timestamp()) * 1000))::text AS left_ms FROM ${records}`,
+        await pool.query<{ key: string; fingerprint: string; category_id: string; expires_at_ms: string; xmin: string }>(
+          `SELECT key, fingerprint, category_id::text, xmin::text, expires_at_ms::text FROM ${records}`,
         )
       ).rows;
     const [row] = await read();
     expect(row).toMatchObject({ key: request.key, fingerprint: request.fingerprint, category_id: '1' });
-    expect(Number(row?.left_ms)).toBeGreaterThan(29_000);
-    expect(Number(row?.left_ms)).toBeLessThanOrEqual(30_000);
+    // retentionMs after the database's clock at the create, which read it between `before` and `after`.
+    expect(Number(row?.expires_at_ms)).toBeGreaterThanOrEqual(before + 30_000);
+    expect(Number(row?.expires_at_ms)).toBeLessThanOrEqual(after + 30_000);
     expect(await store.createIdempotent({ name: 'Dogs', description: '' }, request)).toEqual({ outcome: 'replayed', category: { id: 1, name: 'Dogs', description: '' } });
     expect(await store.createIdempotent({ name: 'Cats' }, idempotent('k1', 'other'))).toEqual({ outcome: 'mismatch' });
     expect((await read())[0]?.xmin).toBe(row?.xmin); // the same row version: not rewritten
@@ -138,7 +144,7 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
 
   it('makes a call with a key another transaction is claiming wait for it, then answer its record (or create, after a rollback)', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresCategoryStore({ pool, schema, timeoutMs: 5000 });
+    const store = postgresCategoryStore({ pool, schema, callTimeoutMs: 5000 });
     const claim = async (name: string, label: string) => {
       const { key, fingerprint, retentionMs } = idempotent(label);
       return holder.query(`SELECT * FROM "${schema}".petstore_categories_create_idempotent($1, $2, $3, $4, NULL)`, [key, fingerprint, retentionMs, name]);
@@ -199,13 +205,15 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
 
   it('keeps the created_at of every row, set by the database', async () => {
     const { pool, schema } = await migratedSchema();
+    const before = await databaseNowMs(pool);
     await postgresCategoryStore({ pool, schema }).create({ name: 'Dogs' });
-    const { rows } = await pool.query<{ age: number }>(
-      `SELECT extract(epoch FROM now() - created_at)::float8 AS age FROM "${schema}".petstore_categories`,
+    const after = await databaseNowMs(pool);
+    const { rows } = await pool.query<{ ms: string }>(
+      `SELECT floor(extract(epoch FROM created_at) * 1000)::bigint::text AS ms FROM "${schema}".petstore_categories`,
     );
     expect(rows).toHaveLength(1);
-    expect(rows[0]?.age).toBeGreaterThanOrEqual(0);
-    expect(rows[0]?.age).toBeLessThan(60);
+    expect(Number(rows[0]?.ms)).toBeGreaterThanOrEqual(before);
+    expect(Number(rows[0]?.ms)).toBeLessThanOrEqual(after);
   });
 
   it('says to run the migrations when the table is missing (a 500, not a 503)', async () => {
@@ -225,17 +233,27 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
     }
   });
 
-  it('answers 503 when a statement outlasts timeoutMs or the server cancels it (statement_timeout)', async () => {
+  it('answers 503 when a statement outlasts callTimeoutMs or the server cancels it (statement_timeout)', async () => {
     const { pool, schema } = await migratedSchema();
     const locker = await pool.connect();
     try {
       await locker.query('BEGIN');
       await locker.query(`LOCK TABLE "${schema}".petstore_categories IN ACCESS EXCLUSIVE MODE`);
-      const slow = await rejection(postgresCategoryStore({ pool, schema, timeoutMs: 150 }).list());
-      expect(slow).toMatchObject({ code: 'service_unavailable' });
-      expect((slow as Error).cause).toBeInstanceOf(PostgresTimeoutError);
+      // The store's deadline runs on fake timers (the socket stays real): the locked table holds the statement, and
+      // the deadline answers exactly when callTimeoutMs has passed.
+      const store = postgresCategoryStore({ pool, schema, callTimeoutMs: 150 });
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      const settled = vi.fn();
+      const slow = rejection(store.list()).finally(settled);
+      await vi.advanceTimersByTimeAsync(149);
+      expect(settled).not.toHaveBeenCalled();
+      await vi.advanceTimersByTimeAsync(1);
+      expect(await slow).toMatchObject({ code: 'service_unavailable' });
+      expect((await slow as Error).cause).toMatchObject({ name: 'PostgresTimeoutError', callTimeoutMs: 150 });
+      expect((await slow as Error).cause).toBeInstanceOf(PostgresTimeoutError);
+      vi.useRealTimers();
       const cancelling = connectPool({ statement_timeout: 100 });
-      const cancelled = await rejection(postgresCategoryStore({ pool: cancelling, schema, timeoutMs: 5000 }).create({ name: 'x' }));
+      const cancelled = await rejection(postgresCategoryStore({ pool: cancelling, schema, callTimeoutMs: 30_000 }).create({ name: 'x' }));
       expect(cancelled).toMatchObject({ code: 'service_unavailable' });
       expect(((cancelled as Error).cause as { code?: string }).code).toBe('57014');
     } finally {
@@ -245,13 +263,13 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
     expect(await postgresCategoryStore({ pool, schema }).list()).toEqual([]);
   });
 
-  it('refuses wrong options when it is created', () => {
+  it('refuses wrong options when it is created, naming the option', () => {
     const pool = new pg.Pool();
-    expect(() => postgresCategoryStore({ pool, table: 'categories; DROP TABLE x' })).toThrow(TypeError);
-    expect(() => postgresCategoryStore({ pool, schema: '1abc' })).toThrow(/schema must be/);
-    expect(() => postgresCategoryStore({ pool, table: 'x'.repeat(46) })).toThrow(/categoriesTable must be 1-45/);
-    expect(() => postgresCategoryStore({ pool, table: 'x'.repeat(45) })).not.toThrow();
-    expect(() => postgresCategoryStore({ pool, timeoutMs: 0 })).toThrow(/timeoutMs/);
+    expect(() => postgresCategoryStore({ pool, categoriesTable: 'categories; DROP TABLE x' })).toThrow(TypeError);
+    expect(() => postgresCategoryStore({ pool, schema: '1abc' })).toThrow(/^schema must be/);
+    expect(() => postgresCategoryStore({ pool, categoriesTable: 'x'.repeat(46) })).toThrow(/^categoriesTable must be 1-45/);
+    expect(() => postgresCategoryStore({ pool, categoriesTable: 'x'.repeat(45) })).not.toThrow();
+    expect(() => postgresCategoryStore({ pool, callTimeoutMs: 0 })).toThrow(/^callTimeoutMs must be a whole number >= 1, got 0/);
     expect(() => postgresCategoryStore({ pool: {} as pg.Pool })).toThrow(/Pool/);
     void pool.end();
   });

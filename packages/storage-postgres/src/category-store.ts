@@ -7,11 +7,14 @@ import {
   type NewCategory,
 } from '@petstore/core';
 import type { Pool } from 'pg';
-import { assertPool, assertWhole, DEFAULT_TIMEOUT_MS, runStatement } from './postgres-call.js';
-import { storeNames } from './schema.js';
+import { categoriesNames, type PostgresSchemaOptions } from './names.js';
+import { assertPool, assertWhole, DEFAULT_CALL_TIMEOUT_MS, runStatement } from './postgres-call.js';
 
-/** Options of {@link postgresCategoryStore}. */
-export interface PostgresCategoryStoreOptions {
+/**
+ * Options of {@link postgresCategoryStore}: the pool, the deadline, and the names `schema` and `categoriesTable`
+ * (the same options, defaults and limits as `migratePostgres`'s; see {@link PostgresSchemaOptions}).
+ */
+export interface PostgresCategoryStoreOptions extends Pick<PostgresSchemaOptions, 'schema' | 'categoriesTable'> {
   /**
    * A node-postgres (`pg`) `Pool` you create, configure and end. The store runs one statement per call on it and
    * never changes its settings or listeners. Give the pool an `'error'` listener (node-postgres emits one when an
@@ -19,18 +22,12 @@ export interface PostgresCategoryStoreOptions {
    * pool opens new connections by itself.
    */
   pool: Pool;
-  /** The schema of the table. Default `public`. */
-  schema?: string;
-  /**
-   * The table, created by {@link migratePostgres} with its idempotency records `<table>_idempotency` and the
-   * function `<table>_create_idempotent`. Default `petstore_categories`.
-   */
-  table?: string;
   /**
    * Deadline of one `list`, `create` or `createIdempotent` in ms, the wait for a pooled connection included; past it
-   * the call throws `service_unavailable`. Default 1000.
+   * the call throws `service_unavailable` (cause: a {@link PostgresTimeoutError}). Default 1000
+   * ({@link DEFAULT_CALL_TIMEOUT_MS}).
    */
-  timeoutMs?: number;
+  callTimeoutMs?: number;
 }
 
 /** The sequence behind the identity column stopped at its MAXVALUE (2^53 − 1). */
@@ -43,9 +40,9 @@ const SEQUENCE_EXHAUSTED = '2200H';
  * `list` is one `SELECT … ORDER BY id`. There is no `maxCategories`: bound the table with the database's own
  * means (quotas, monitoring).
  *
- * `createIdempotent` is one statement too, `SELECT … FROM <table>_create_idempotent(…)` (migration version 2): a
- * PL/pgSQL function that, in the statement's transaction, answers the live record of `request.key` in
- * `<table>_idempotency` (`replayed` with its category when the fingerprint is the request's, else `mismatch`;
+ * `createIdempotent` is one statement too, `SELECT … FROM <categoriesTable>_create_idempotent(…)` (migration
+ * version 2): a PL/pgSQL function that, in the statement's transaction, answers the live record of `request.key` in
+ * `<categoriesTable>_idempotency` (`replayed` with its category when the fingerprint is the request's, else `mismatch`;
  * nothing written), or claims the key (a new record, or an expired one taken over), inserts the category as
  * `create` does and stores its id in the record, which expires `request.retentionMs` after the database's clock
  * (`clock_timestamp()`). Category and record commit together or not at all. A parallel call with the same key
@@ -54,8 +51,9 @@ const SEQUENCE_EXHAUSTED = '2200H';
  * records stay about as many as the live ones without a timer.
  *
  * Errors (every method):
- * - `PetstoreError('service_unavailable', …, { retryAfterSeconds: 5, cause })` (503 with `Retry-After`) when
- *   the database is unreachable, does not answer within `timeoutMs`, cancels the statement (`statement_timeout`)
+ * - `PetstoreError('service_unavailable', …, { retryAfterSeconds: 5, cause })` (503 with `Retry-After: 5`, the core's
+ *   `DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS`) when
+ *   the database is unreachable, does not answer within `callTimeoutMs`, cancels the statement (`statement_timeout`)
  *   or is temporarily unable (starting, shutting down, too many connections, read-only during a failover). A
  *   `create` answered so **may or may not have been written**: the connection can drop after the database
  *   committed the row and before the answer arrived. Retrying it may therefore make a second category; retrying a
@@ -69,14 +67,15 @@ const SEQUENCE_EXHAUSTED = '2200H';
  *   sent.
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#store-failures
- * @throws TypeError when `pool` is not a pool, `timeoutMs` is not a whole number ≥ 1, or `schema` / `table` is
- *   not a plain name (letters, digits, `_`; a table up to 45 characters).
+ * @throws TypeError when `pool` is not a pool, `callTimeoutMs` is not a whole number ≥ 1, or `schema` /
+ *   `categoriesTable` is not a plain name (letters, digits, `_`; a table up to 45 characters); the message names
+ *   the option.
  */
 export function postgresCategoryStore(options: PostgresCategoryStoreOptions): CategoryStore {
-  const { pool, timeoutMs = DEFAULT_TIMEOUT_MS } = options;
+  const { pool, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS } = options;
   assertPool(pool);
-  assertWhole(timeoutMs, 'timeoutMs', 1);
-  const names = storeNames({ schema: options.schema, categoriesTable: options.table });
+  assertWhole(callTimeoutMs, 'callTimeoutMs', 1);
+  const names = categoriesNames(options);
   const table = names.categories;
   // `c.id`: the column, not the text alias (which would sort "10" before "9").
   const listSql = `SELECT c.id::text AS id, c.name, c.description FROM ${table} AS c ORDER BY c.id`;
@@ -89,7 +88,7 @@ export function postgresCategoryStore(options: PostgresCategoryStoreOptions): Ca
   /** Runs a statement that inserts a category: an exhausted identity column is `storage_full`. */
   async function inserting<R extends Row | IdempotentRow | { id: string }>(sql: string, values: unknown[]): Promise<R[]> {
     try {
-      return await runStatement<R>(pool, store, timeoutMs, sql, values);
+      return await runStatement<R>(pool, store, callTimeoutMs, sql, values);
     } catch (error) {
       if ((error as { cause?: { code?: unknown } }).cause?.code === SEQUENCE_EXHAUSTED) {
         throw new PetstoreError('storage_full', 'The category store has used every safe integer id; nothing was created.', { cause: error });
@@ -108,7 +107,7 @@ export function postgresCategoryStore(options: PostgresCategoryStoreOptions): Ca
 
   return {
     async list() {
-      const rows = await runStatement<Row>(pool, store, timeoutMs, listSql, []);
+      const rows = await runStatement<Row>(pool, store, callTimeoutMs, listSql, []);
       return rows.map(categoryFromRow);
     },
     async create(newCategory: NewCategory) {

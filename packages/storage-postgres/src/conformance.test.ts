@@ -6,7 +6,7 @@ import { runCategoryStoreConformance, runRateLimitStoreConformance } from '@pets
 import { describe, it } from 'vitest';
 import { postgresCategoryStore } from './category-store.js';
 import { postgresRateLimitStore } from './rate-limit-store.js';
-import { endPool, migratedSchema, skipPostgres } from './test-support/postgres.js';
+import { endPool, migratedSchema, skipPostgres } from '../test-support/postgres.js';
 
 const test = { describe: describe.skipIf(skipPostgres), it };
 

@@ -7,16 +7,7 @@
  */
 export * from './category-store.js';
 export * from './rate-limit-store.js';
-export {
-  DEFAULT_CATEGORIES_TABLE,
-  DEFAULT_RATE_LIMITS_TABLE,
-  DEFAULT_SCHEMA,
-  MIGRATIONS_TABLE,
-  migratePostgres,
-  postgresMigrations,
-  type MigratePostgresOptions,
-  type MigrationReport,
-  type PostgresMigration,
-  type PostgresSchemaOptions,
-} from './schema.js';
-export { DEFAULT_TIMEOUT_MS, PostgresTimeoutError, UNAVAILABLE_RETRY_AFTER_SECONDS } from './postgres-call.js';
+export { DEFAULT_CATEGORIES_TABLE, DEFAULT_RATE_LIMITS_TABLE, DEFAULT_SCHEMA, MIGRATIONS_TABLE, type PostgresSchemaOptions } from './names.js';
+export { postgresMigrations, type PostgresMigration } from './migrations.js';
+export { migratePostgres, type MigratePostgresOptions, type MigrationReport } from './migrate.js';
+export { DEFAULT_CALL_TIMEOUT_MS, PostgresTimeoutError } from './postgres-call.js';

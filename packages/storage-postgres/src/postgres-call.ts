@@ -2,14 +2,11 @@
  * How both stores call PostgreSQL: a deadline on every statement, and one rule for what a failure means.
  */
 import { hash } from 'node:crypto';
-import { PetstoreError } from '@petstore/core';
+import { DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS, PetstoreError } from '@petstore/core';
 import type { Pool, QueryResultRow } from 'pg';
 
-/** Default deadline of one store statement, in ms (`timeoutMs` of both stores). */
-export const DEFAULT_TIMEOUT_MS = 1000;
-
-/** Default `Retry-After` of a `service_unavailable` answer from these stores, in seconds. */
-export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+/** Default deadline of one store call, in ms: the `callTimeoutMs` option of both stores. */
+export const DEFAULT_CALL_TIMEOUT_MS = 1000;
 
 /**
  * SQLSTATEs that mean "not now" rather than "never" (PostgreSQL's error codes appendix): the connection failed
@@ -29,14 +26,14 @@ const MISSING_SCHEMA_SQLSTATES = new Set(['42P01', '42883', '3F000']);
  */
 export class PostgresTimeoutError extends Error {
   override readonly name = 'PostgresTimeoutError';
-  /** @param timeoutMs the deadline that passed, in ms */
-  constructor(readonly timeoutMs: number) {
-    super(`PostgreSQL did not answer within ${timeoutMs} ms`);
+  /** @param callTimeoutMs the deadline that passed (the store's `callTimeoutMs`), in ms */
+  constructor(readonly callTimeoutMs: number) {
+    super(`PostgreSQL did not answer within callTimeoutMs (${callTimeoutMs} ms)`);
   }
 }
 
 /**
- * Checks a whole number option or argument (`timeoutMs`, a window's `limit`, …).
+ * Checks a whole number option or argument (`callTimeoutMs`, a window's `limit`, …), named `what` in the error.
  * @throws TypeError when `value` is not a safe integer ≥ `min`.
  */
 export function assertWhole(value: number, what: string, min: number): void {
@@ -67,21 +64,22 @@ export function isUnavailable(error: unknown): boolean {
 }
 
 /**
- * Runs one statement on the pool under a deadline of `timeoutMs` (covering the wait for a pooled connection
- * too) and turns a failure into the store's error: `service_unavailable` (503, `Retry-After: 5`) when the
- * database is unavailable, else a plain Error (500); both carry the original failure as `cause`. The
- * statement's own late outcome after a timeout is ignored (never an unhandled rejection).
+ * Runs one statement on the pool under a deadline of `callTimeoutMs` (covering the wait for a pooled connection
+ * too) and turns a failure into the store's error: `service_unavailable` (503, `Retry-After` of the core's
+ * `DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS`, 5) when the database is unavailable, else a plain Error (500);
+ * both carry the original failure as `cause`. The statement's own late outcome after a timeout is ignored
+ * (never an unhandled rejection).
  */
 export async function runStatement<Row extends QueryResultRow>(
   pool: Pool,
   store: string,
-  timeoutMs: number,
+  callTimeoutMs: number,
   text: string,
   values: unknown[],
 ): Promise<Row[]> {
   let timer: NodeJS.Timeout | undefined;
   const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new PostgresTimeoutError(timeoutMs)), timeoutMs);
+    timer = setTimeout(() => reject(new PostgresTimeoutError(callTimeoutMs)), callTimeoutMs);
     timer.unref();
   });
   try {
@@ -90,7 +88,7 @@ export async function runStatement<Row extends QueryResultRow>(
   } catch (error) {
     if (isUnavailable(error)) {
       throw new PetstoreError('service_unavailable', `The ${store} is unavailable; retry later.`, {
-        retryAfterSeconds: UNAVAILABLE_RETRY_AFTER_SECONDS,
+        retryAfterSeconds: DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS,
         cause: error,
       });
     }
@@ -106,9 +104,8 @@ export async function runStatement<Row extends QueryResultRow>(
 const statementNames = new Map<string, string>();
 /**
  * A prepared statement's name for `text`: the same on every connection, distinct for distinct texts. Named, the
- * statement is parsed and planned once per connection instead of per call: measured with `npm run bench --
- * --only=backends --quick` (one run each, 2 cores), PostgreSQL CPU per request 167.6 → 141.6 µs with rate limits
- * in PostgreSQL and 230.1 → 173.6 µs with categories too; total CPU per request 12–17 % lower.
+ * statement is parsed and planned once per connection instead of per call, which lowers PostgreSQL's CPU per
+ * request (measured: BENCHMARKS.md, section "Backends: memory, Redis, PostgreSQL", `npm run bench -- --only=backends`).
  */
 function statementName(text: string): string {
   let name = statementNames.get(text);

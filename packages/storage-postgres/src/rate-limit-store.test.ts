@@ -6,8 +6,8 @@ import { isPetstoreError, MINUTE_MS, DAY_MS, type RateLimitWindow } from '@petst
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { postgresRateLimitStore } from './rate-limit-store.js';
-import { countStatements } from './test-support/count-statements.js';
-import { connectPool, migratedSchema, skipPostgres, uniqueSchema } from './test-support/postgres.js';
+import { countStatements } from '../test-support/count-statements.js';
+import { connectPool, databaseNowMs, migratedSchema, skipPostgres, uniqueSchema } from '../test-support/postgres.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const minuteAndDay = (perMinute: number, perDay: number): RateLimitWindow[] => [
@@ -19,10 +19,11 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore', () => {
   it("decides at the database's clock by default, ignoring the request's", async () => {
     const { pool, schema } = await migratedSchema();
     const store = postgresRateLimitStore({ pool, schema });
-    const before = Date.now();
+    const before = await databaseNowMs(pool);
     const result = await store.consume('key:clock', { windows: minuteAndDay(5, 10), nowMs: T0, ban: undefined });
-    expect(result.nowMs).toBeGreaterThanOrEqual(before - 1000);
-    expect(result.nowMs).toBeLessThanOrEqual(Date.now() + 1000);
+    const after = await databaseNowMs(pool);
+    expect(result.nowMs).toBeGreaterThanOrEqual(before);
+    expect(result.nowMs).toBeLessThanOrEqual(after);
     expect(result.windows[1]?.resetAtMs).toBe(Math.floor(result.nowMs / DAY_MS) * DAY_MS + DAY_MS);
   });
 
@@ -86,11 +87,12 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore', () => {
     expect((missing as Error).message).toMatch(/run migratePostgres/);
   });
 
-  it('refuses wrong options when created, and non-integer numbers per consume', async () => {
+  it('refuses wrong options when created, naming the option, and non-integer numbers per consume', async () => {
     const pool = new pg.Pool();
-    expect(() => postgresRateLimitStore({ pool, time: 'client' as 'server' })).toThrow(/time must be/);
-    expect(() => postgresRateLimitStore({ pool, table: 'rate-limits' })).toThrow(/rateLimitsTable must be/);
-    expect(() => postgresRateLimitStore({ pool, timeoutMs: 1.5 })).toThrow(/timeoutMs/);
+    expect(() => postgresRateLimitStore({ pool, time: 'client' as 'server' })).toThrow(/^time must be/);
+    expect(() => postgresRateLimitStore({ pool, rateLimitsTable: 'rate-limits' })).toThrow(/^rateLimitsTable must be 1-49 .*"rate-limits"/);
+    expect(() => postgresRateLimitStore({ pool, schema: 'a b' })).toThrow(/^schema must be/);
+    expect(() => postgresRateLimitStore({ pool, callTimeoutMs: 1.5 })).toThrow(/^callTimeoutMs must be a whole number >= 1, got 1.5/);
     const store = postgresRateLimitStore({ pool, time: 'request' });
     await expect(store.consume('key:x', { windows: minuteAndDay(1.5, 2), nowMs: T0, ban: undefined })).rejects.toThrow(TypeError);
     await expect(store.consume('key:x', { windows: minuteAndDay(1, 2), nowMs: T0 + 0.5, ban: undefined })).rejects.toThrow(/nowMs/);

@@ -2,13 +2,13 @@ import { createHash } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { isPetstoreError } from '@petstore/core';
 import { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { categoryRedisKeys, redisCategoryStore } from './category-store.js';
 import { redisRateLimitStore } from './rate-limit-store.js';
 import { isRedisServerInstalled, startRedisServer } from './testing/redis-server.js';
-import { closedPort, connect, countCommands, skipRedis, track, uniquePrefix } from './test-support/redis.js';
+import { closedPort, connect, countCommands, expiresAtMs, redisNowMs, skipRedis, track, uniquePrefix } from '../test-support/redis.js';
 
-function newStore(options: { maxCategories?: number; timeoutMs?: number } = {}) {
+function newStore(options: { maxCategories?: number; callTimeoutMs?: number } = {}) {
   const client = connect();
   const keyPrefix = uniquePrefix();
   return { client, keyPrefix, keys: categoryRedisKeys(keyPrefix), store: redisCategoryStore({ client, keyPrefix, ...options }) };
@@ -101,9 +101,11 @@ describe.skipIf(skipRedis)('redisCategoryStore against Redis', () => {
   it('writes the category, the counter and the record with a TTL of retentionMs in one script call; a replay writes nothing', async () => {
     const { client, keys, store } = newStore();
     const request = idempotent('k1', 'body', 30_000);
+    const before = await redisNowMs(client);
     const commands = await countCommands(client);
     const first = await store.createIdempotent({ name: 'Dogs', description: 'Canine' }, request);
     expect(commands.count).toBe(1);
+    const after = await redisNowMs(client);
     expect(first).toEqual({ outcome: 'created', category: { id: 1, name: 'Dogs', description: 'Canine' } });
     const recordKey = keys.idempotency(request.key);
     expect(JSON.parse((await client.get(recordKey)) as string)).toEqual({
@@ -111,20 +113,21 @@ describe.skipIf(skipRedis)('redisCategoryStore against Redis', () => {
       id: 1,
       category: { name: 'Dogs', description: 'Canine' },
     });
-    const ttl = await client.pttl(recordKey);
-    expect(ttl).toBeGreaterThan(29_000);
-    expect(ttl).toBeLessThanOrEqual(30_000);
+    // PX retentionMs, from Redis's clock when the script ran (between `before` and `after`).
+    const expiry = await expiresAtMs(client, recordKey);
+    expect(expiry).toBeGreaterThanOrEqual(before + 30_000);
+    expect(expiry).toBeLessThanOrEqual(after + 30_000);
     expect(await client.hgetall(keys.records)).toEqual({ 1: '{"name":"Dogs","description":"Canine"}' });
 
     // A replay and a mismatch: one call each, nothing written (the counter, the hash and the record's TTL stay).
     await client.pexpire(recordKey, 20_000);
-    const before = commands.count;
+    const sent = commands.count;
     expect(await store.createIdempotent({ name: 'Dogs', description: 'Canine' }, request)).toEqual({
       outcome: 'replayed',
       category: { id: 1, name: 'Dogs', description: 'Canine' },
     });
     expect(await store.createIdempotent({ name: 'Cats' }, idempotent('k1', 'other body', 30_000))).toEqual({ outcome: 'mismatch' });
-    expect(commands.count - before).toBe(2);
+    expect(commands.count - sent).toBe(2);
     expect(await client.pttl(recordKey)).toBeLessThanOrEqual(20_000);
     expect(await client.get(keys.lastId)).toBe('1');
     expect(await client.hlen(keys.records)).toBe(1);
@@ -186,6 +189,10 @@ describe.skipIf(skipRedis)('redisCategoryStore against Redis', () => {
 });
 
 describe('redisCategoryStore when Redis fails', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it('throws service_unavailable with Retry-After when Redis is unreachable', async () => {
     const client = track(new Redis({ port: await closedPort(), host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0 }));
     const store = redisCategoryStore({ client });
@@ -201,32 +208,36 @@ describe('redisCategoryStore when Redis fails', () => {
     }
   });
 
-  it.skipIf(!isRedisServerInstalled())('both stores fail once timeoutMs passes on a paused server', async () => {
-    // A server of its own: CLIENT PAUSE would stall every other test sharing one.
+  it.skipIf(!isRedisServerInstalled())('both stores fail at callTimeoutMs while the server does not answer', async () => {
+    // A server of its own, stopped (SIGSTOP) so that it answers nothing, and continued before it is shut down. The
+    // stores' deadlines run on fake timers: time moves only when the test advances it, while the sockets stay real.
     const server = await startRedisServer();
+    const client = track(new Redis(server.url));
+    const pid = await serverPid(client);
     try {
-      const client = track(new Redis(server.url));
-      const admin = track(new Redis(server.url));
-      const store = redisCategoryStore({ client, keyPrefix: uniquePrefix(), timeoutMs: 300 });
-      const rateLimits = redisRateLimitStore({ client, keyPrefix: uniquePrefix(), timeoutMs: 300 });
-      await store.create({ name: 'before' });
-      await admin.call('CLIENT', 'PAUSE', '2000', 'ALL');
-      const started = Date.now();
-      const failure = await store.create({ name: 'paused' }).catch((error: unknown) => error);
-      const elapsed = Date.now() - started;
-      expect(isPetstoreError(failure) && failure.code).toBe('service_unavailable');
-      expect(((failure as Error).cause as Error).name).toBe('RedisTimeoutError');
-      expect(elapsed).toBeLessThan(1900); // answered before the 2 s pause ends
-      const listFailure = await store.list().catch((error: unknown) => error);
-      expect(isPetstoreError(listFailure) && listFailure.code).toBe('service_unavailable');
-      const idempotentFailure = await store.createIdempotent({ name: 'paused' }, idempotent('paused')).catch((error: unknown) => error);
-      expect(isPetstoreError(idempotentFailure) && idempotentFailure.code).toBe('service_unavailable');
-      expect(((idempotentFailure as Error).cause as Error).name).toBe('RedisTimeoutError');
-      const consumeFailure = await rateLimits
-        .consume('key:paused', { windows: [{ name: 'minute', limit: 5, windowMs: 60_000 }], nowMs: 0, ban: undefined })
-        .catch((error: unknown) => error);
-      expect(((consumeFailure as Error).cause as Error).name).toBe('RedisTimeoutError');
+      const store = redisCategoryStore({ client, keyPrefix: uniquePrefix(), callTimeoutMs: 300 });
+      const rateLimits = redisRateLimitStore({ client, keyPrefix: uniquePrefix(), callTimeoutMs: 300 });
+      await store.create({ name: 'before' }); // the scripts are loaded, the connection is up
+      process.kill(pid, 'SIGSTOP');
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      const settled = vi.fn();
+      const calls = [
+        store.create({ name: 'paused' }),
+        store.list(),
+        store.createIdempotent({ name: 'paused' }, idempotent('paused')),
+        rateLimits.consume('key:paused', { windows: [{ name: 'minute', limit: 5, windowMs: 60_000 }], nowMs: 0, ban: undefined }),
+      ].map((call) => call.then(() => expect.fail('expected the call to fail'), (error: unknown) => error).finally(settled));
+      await new Promise((resolve) => setImmediate(resolve)); // the consume's batch goes out at the end of this turn
+      await vi.advanceTimersByTimeAsync(299);
+      expect(settled).not.toHaveBeenCalled();
+      await vi.advanceTimersByTimeAsync(1);
+      for (const failure of await Promise.all(calls)) {
+        expect(isPetstoreError(failure) && [failure.code, failure.status, failure.retryAfterSeconds]).toEqual(['service_unavailable', 503, 5]);
+        expect((failure as Error).cause).toMatchObject({ name: 'RedisTimeoutError', callTimeoutMs: 300 });
+      }
     } finally {
+      vi.useRealTimers();
+      process.kill(pid, 'SIGCONT');
       await server.stop();
     }
   });
@@ -237,7 +248,7 @@ describe.skipIf(!isRedisServerInstalled())('redisCategoryStore over a server res
     const server = await startRedisServer({ appendOnly: true });
     try {
       const client = track(new Redis(server.url, { maxRetriesPerRequest: 5 }));
-      const store = redisCategoryStore({ client, timeoutMs: 5000 });
+      const store = redisCategoryStore({ client, callTimeoutMs: 5000 });
       await store.create({ name: 'Dogs' });
       await store.create({ name: 'Cats', description: 'Feline breeds' });
       await server.restart();
@@ -252,3 +263,10 @@ describe.skipIf(!isRedisServerInstalled())('redisCategoryStore over a server res
     }
   });
 });
+
+/** The process id of the Redis server `client` is connected to (`INFO server`). */
+async function serverPid(client: Redis): Promise<number> {
+  const pid = Number(/^process_id:(\d+)/m.exec(await client.info('server'))?.[1]);
+  expect(pid).toBeGreaterThan(0);
+  return pid;
+}

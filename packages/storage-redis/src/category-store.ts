@@ -7,7 +7,7 @@ import {
   type NewCategory,
 } from '@petstore/core';
 import type { Cluster, Redis } from 'ioredis';
-import { assertKeyPrefix, assertTimeoutMs, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT_MS, storeFailure, createDeadline } from './redis-call.js';
+import { assertCallTimeoutMs, assertKeyPrefix, createDeadline, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_KEY_PREFIX, storeFailure } from './redis-call.js';
 
 /** Name under which the create script is defined on the client (`client.defineCommand`). */
 export const CREATE_CATEGORY_COMMAND = 'petstoreCategoryCreate';
@@ -73,10 +73,10 @@ export interface RedisCategoryStoreOptions {
   /** Prefix of every key this store writes. Default `petstore:`. */
   keyPrefix?: string;
   /**
-   * Deadline of one `list`, `create` or `createIdempotent` in ms; past it the call throws `service_unavailable`.
-   * Default 1000.
+   * Deadline of one `list`, `create` or `createIdempotent` in ms; past it the call throws `service_unavailable`
+   * (cause: a {@link RedisTimeoutError}). Default 1000 ({@link DEFAULT_CALL_TIMEOUT_MS}).
    */
-  timeoutMs?: number;
+  callTimeoutMs?: number;
   /** Most categories held; a create beyond it throws `storage_full` (507) and writes nothing. Default: no bound. */
   maxCategories?: number;
 }
@@ -160,7 +160,7 @@ type CreateIdempotentCommand = (
  *
  * Errors (every method):
  * - `PetstoreError('service_unavailable', …, { retryAfterSeconds: 5, cause })` (503 with `Retry-After`) when
- *   Redis is unreachable, does not answer within `timeoutMs`, or temporarily refuses (loading, failover;
+ *   Redis is unreachable, does not answer within `callTimeoutMs`, or temporarily refuses (loading, failover;
  *   on a cluster also `CLUSTERDOWN`, `TRYAGAIN`, or a slot without a master). A create that timed out may
  *   still be written by Redis later (an idempotent one with its record: a retry with its key is then replayed).
  * - `PetstoreError('storage_full')` (507) from `create` and `createIdempotent` when `maxCategories` are held, or
@@ -172,14 +172,14 @@ type CreateIdempotentCommand = (
  *   sent.
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#store-failures
- * @throws TypeError when `maxCategories` or `timeoutMs` is not a whole number ≥ 1, or `keyPrefix` is not a
+ * @throws TypeError when `maxCategories` or `callTimeoutMs` is not a whole number ≥ 1, or `keyPrefix` is not a
  *   string, or `client` is a `Cluster` and the full prefix (the client's ioredis `keyPrefix`, then
  *   `keyPrefix`) starts its first hash tag with an empty `{}`, which would put the keys in different slots.
  */
 export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCategoryStore {
-  const { client, keyPrefix = DEFAULT_KEY_PREFIX, timeoutMs = DEFAULT_TIMEOUT_MS, maxCategories } = options;
+  const { client, keyPrefix = DEFAULT_KEY_PREFIX, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS, maxCategories } = options;
   assertKeyPrefix(keyPrefix);
-  assertTimeoutMs(timeoutMs);
+  assertCallTimeoutMs(callTimeoutMs);
   if (maxCategories !== undefined && (!Number.isSafeInteger(maxCategories) || maxCategories < 1)) {
     throw new TypeError(`maxCategories must be a whole number >= 1, got ${String(maxCategories)}`);
   }
@@ -197,7 +197,7 @@ export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCat
   const createCommand = commands[CREATE_CATEGORY_COMMAND] as CreateCommand;
   const createIdempotentCommand = commands[CREATE_CATEGORY_IDEMPOTENT_COMMAND] as CreateIdempotentCommand;
 
-  const withDeadline = createDeadline(timeoutMs);
+  const withDeadline = createDeadline(callTimeoutMs);
   async function call<T>(what: string, run: () => Promise<T>): Promise<T> {
     try {
       return await withDeadline(run());

@@ -5,13 +5,13 @@
  */
 import { isPetstoreError, type ConsumeRequest } from '@petstore/core';
 import { Cluster, Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { categoryRedisKeys, redisCategoryStore } from './category-store.js';
 import { CONSUME_LUA } from './rate-limit-script.js';
 import { redisRateLimitStore } from './rate-limit-store.js';
 import { isRedisCliInstalled, startRedisCluster, type RedisClusterNode } from './testing/redis-cluster.js';
 import { isRedisServerInstalled } from './testing/redis-server.js';
-import { connectCluster, countCommands, redisCluster, skipCluster, track, uniquePrefix } from './test-support/redis.js';
+import { connectCluster, countCommands, redisCluster, skipCluster, track, uniquePrefix } from '../test-support/redis.js';
 
 const minute = (limit: number, nowMs = 0): ConsumeRequest => ({
   windows: [{ name: 'minute', limit, windowMs: 60_000 }],
@@ -218,14 +218,18 @@ describe.skipIf(skipCluster)('the Redis stores on a 3-master Redis Cluster', () 
 });
 
 describe.skipIf(!isRedisServerInstalled() || !isRedisCliInstalled())('the Redis stores when a cluster slot has no master', () => {
-  it('reject with service_unavailable while the slot is unserved, and serve again once it has a master', async () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('reject with service_unavailable at callTimeoutMs while the slot is unserved, and serve again once it has a master', async () => {
     // A cluster of its own: an unserved slot takes the whole cluster down (cluster-require-full-coverage).
     const cluster = await startRedisCluster();
     try {
       const client = track(new Cluster([...cluster.nodes], { redisOptions: { maxRetriesPerRequest: 1 } }));
       const masters = cluster.nodes.map(nodeClient);
-      const rateLimits = redisRateLimitStore({ client, timeoutMs: 300, time: 'request' });
-      const categories = redisCategoryStore({ client, timeoutMs: 300 });
+      const rateLimits = redisRateLimitStore({ client, callTimeoutMs: 300, time: 'request' });
+      const categories = redisCategoryStore({ client, callTimeoutMs: 300 });
       await categories.create({ name: 'Dogs' });
       expect((await rateLimits.consume('key:a', minute(5))).allowed).toBe(true);
       const slot = await keySlot(masters[0]!, categoryRedisKeys().records);
@@ -233,14 +237,26 @@ describe.skipIf(!isRedisServerInstalled() || !isRedisCliInstalled())('the Redis 
       const owner = masters[cluster.nodes.findIndex((node) => `${node.host}:${node.port}` === owners[slot])]!;
 
       for (const master of masters) await master.call('CLUSTER', 'DELSLOTS', slot);
-      for (const call of [() => categories.list(), () => categories.create({ name: 'Cats' }), () => rateLimits.consume('key:a', minute(5))]) {
-        const failure = await call().catch((error: unknown) => error);
+      // ioredis answers CLUSTERDOWN by retrying after a timer of its own (retryDelayOnClusterDown); the store's
+      // deadline answers first. Both run on fake timers here, so no real time passes for the deadline.
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      const settled = vi.fn();
+      const calls = [categories.list(), categories.create({ name: 'Cats' }), rateLimits.consume('key:a', minute(5))].map((call) =>
+        call.then(() => expect.fail('expected the call to fail'), (error: unknown) => error).finally(settled),
+      );
+      await new Promise((resolve) => setImmediate(resolve)); // the consume's batch goes out at the end of this turn
+      await vi.advanceTimersByTimeAsync(299);
+      expect(settled).not.toHaveBeenCalled();
+      await vi.advanceTimersByTimeAsync(1);
+      for (const failure of await Promise.all(calls)) {
         expect(isPetstoreError(failure) && [failure.code, failure.status]).toEqual(['service_unavailable', 503]);
       }
+      vi.useRealTimers();
 
       await owner.call('CLUSTER', 'ADDSLOTS', slot);
       const ownerId = (await owner.call('CLUSTER', 'MYID')) as string;
       for (const master of masters) if (master !== owner) await master.call('CLUSTER', 'SETSLOT', slot, 'NODE', ownerId);
+      // Waits for the slot to be served again (a real event), asking through the same stores.
       const deadline = Date.now() + 15_000;
       let listed: unknown = await categories.list().catch((error: unknown) => error);
       while (!Array.isArray(listed) && Date.now() < deadline) {

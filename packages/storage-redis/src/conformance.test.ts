@@ -8,7 +8,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { redisCategoryStore } from './category-store.js';
 import { redisRateLimitStore } from './rate-limit-store.js';
-import { connect, connectCluster, connectValkey, skipCluster, skipRedis, skipValkey, uniquePrefix } from './test-support/redis.js';
+import { connect, connectCluster, connectValkey, skipCluster, skipRedis, skipValkey, uniquePrefix } from '../test-support/redis.js';
 
 const targets: Array<{ on: string; skip: boolean; connect: () => Redis | Cluster; prefix: () => string }> = [
   { on: '', skip: skipRedis, connect: () => connect(), prefix: () => uniquePrefix() },

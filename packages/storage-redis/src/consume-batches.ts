@@ -5,11 +5,8 @@
  * answering it whatever it does, and the client a socket write; one call per turn instead of one per consume
  * pays both once for the batch.
  *
- * Measured (`npm run bench`, scale-out section: K app processes on one Redis, GET /v1/categories, 2-core
- * machine, 2026-11-24): with one call per consume, Redis spent 13.6–14.7 µs per request (1.32–1.41× what
- * @fastify/rate-limit's one-window script costs it) and the app served 0.87–0.97× the peer's requests per
- * second; batched, 4.4–5.8 µs (0.38–0.61×) and 1.22–1.36×. A batch held 8.6 consumes on average at 25
- * connections per process, about 17 at 50 (0.057 commands per request in the HTTP section).
+ * Measured: BENCHMARKS.md, section "Scale-out: K app processes on one Redis" (Redis CPU and throughput per
+ * request against @fastify/rate-limit's Redis store), and the Redis round trips per request in section "HTTP".
  *
  * Like ioredis's own `enableAutoPipelining`, a batch waits for `setImmediate`: the consumes that requests read
  * in the same poll phase start join it, and a lone consume goes out at the end of the turn it started in.
@@ -23,7 +20,7 @@ import type { WithDeadline } from './redis-call.js';
 export const CONSUME_COMMAND = 'petstoreRateLimitConsume';
 
 /**
- * Most consumes in one call: bounds how long one script holds Redis (each consume costs it a few µs) and
+ * Most consumes in one call: bounds how long one script holds Redis (each consume adds to its run time) and
  * how many arguments one command carries.
  */
 export const MAX_BATCH_SIZE = 64;

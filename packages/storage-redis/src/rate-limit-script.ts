@@ -36,17 +36,15 @@
  * names, or a new key), counts carry over by window name and windows the request no longer names are
  * dropped.
  *
- * What it costs Redis (the redis-server process's CPU time per consume; `npm run bench`, section "Redis CPU
- * per decision", where @fastify/rate-limit's INCR + PTTL script is measured in the same run): every call pays
- * a fixed cost for reading, parsing and answering the command (10–12.5 µs when each connection sends one
- * command at a time, 2.4 µs when 16 arrive together), then TIME about 0.4–0.8, GET 0.3–0.6, SET … PX 0.9–1.9,
- * the policy's `cjson.decode` 0.5–1.2, the reply 0.6–1.6, and the Lua that reads and decides about 1.5. A
- * batch pays the fixed cost, TIME and the policies once, and each key's GET and SET once however often the key
- * appears: 8 consumes of one key cost a quarter to a third of 8 calls of one. Measured and left out: a hash
- * per key (HMGET, HSET, PEXPIRE) cost 30–50 % more per decision than one packed value; the policy packed as
- * binary (0.5 µs cheaper here, but ioredis then builds the command as a buffer, 2.4 µs more in the app); SET …
- * KEEPTTL instead of PX (0.6 µs cheaper, but a key that lost its TTL would keep none until its window rolls
- * over).
+ * What it costs Redis: every call pays a fixed cost for reading, parsing and answering the command, then each
+ * piece of the script adds its own (TIME, GET, SET … PX, the policy's `cjson.decode`, the reply, the Lua that
+ * reads and decides); measured against @fastify/rate-limit's INCR + PTTL script in BENCHMARKS.md, section
+ * "Redis CPU per decision" (`npm run bench -- --only=script`). A batch pays the fixed cost, TIME and the policies
+ * once, and each key's GET and SET once however often the key appears. Measured and left out when the layout
+ * was chosen: a hash per key (HMGET, HSET, PEXPIRE), which cost more per decision than one packed value; the
+ * policy packed as binary (cheaper for Redis, but ioredis then builds the whole command as a buffer, dearer for
+ * the app); SET … KEEPTTL instead of PX (a little cheaper, but a key that lost its TTL would keep none until its
+ * window rolls over).
  */
 export const CONSUME_LUA = `
 local call, tonumber, sub, max = redis.call, tonumber, string.sub, math.max

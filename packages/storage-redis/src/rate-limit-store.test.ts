@@ -11,9 +11,21 @@ import {
   type RateLimitWindow,
 } from '@petstore/core';
 import { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { redisRateLimitStore, rateLimitRedisKey, type RedisRateLimitStoreOptions } from './rate-limit-store.js';
-import { closedPort, connect, countCommands, monitorCommands, readRateLimitState, skipRedis, track, uniquePrefix, type StoredRateLimitState } from './test-support/redis.js';
+import {
+  closedPort,
+  connect,
+  countCommands,
+  expiresAtMs,
+  monitorCommands,
+  readRateLimitState,
+  redisNowMs,
+  skipRedis,
+  track,
+  uniquePrefix,
+  type StoredRateLimitState,
+} from '../test-support/redis.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const BAN: BanPolicy = { rejectedThreshold: 3, intervalMs: MINUTE_MS, durationMs: 10 * MINUTE_MS };
@@ -133,13 +145,13 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
   });
 
   it('decides on Redis time in server mode, whatever nowMs the caller sends', async () => {
-    const { store } = newStore(); // time: 'server' is the default
+    const { client, store } = newStore(); // time: 'server' is the default
     const year2000 = Date.UTC(2000, 0, 1);
-    const before = Date.now();
+    const before = await redisNowMs(client);
     const result = await store.consume('key:server-time', at(year2000, minuteAndDay(5, 10)));
-    const after = Date.now();
-    expect(result.nowMs).toBeGreaterThan(before - 5000);
-    expect(result.nowMs).toBeLessThan(after + 5000);
+    const after = await redisNowMs(client);
+    expect(result.nowMs).toBeGreaterThanOrEqual(before);
+    expect(result.nowMs).toBeLessThanOrEqual(after);
     const minute = result.windows[0]!;
     expect(minute.resetAtMs).toBe(Math.floor(result.nowMs / MINUTE_MS) * MINUTE_MS + MINUTE_MS);
     expect(minute.resetAtMs).toBeGreaterThan(result.nowMs);
@@ -165,11 +177,14 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
     const now = Date.now();
     for (let i = 0; i < 4; i++) await banned.consume('key:banned', at(now, [{ name: 'minute', limit: 1, windowMs: MINUTE_MS }], BAN));
     await client.persist(bannedKey);
+    const before = await redisNowMs(client);
     const held = await banned.consume('key:banned', at(now + 1, [{ name: 'minute', limit: 1, windowMs: MINUTE_MS }], BAN));
+    const after = await redisNowMs(client);
     expect(outcome(held)).toBe('banned');
-    const banTtl = await client.pttl(bannedKey);
-    expect(banTtl).toBeGreaterThan(BAN.durationMs - 5000);
-    expect(banTtl).toBeLessThanOrEqual(BAN.durationMs);
+    // PEXPIRE to the ban's end: durationMs - 1 after the request's time (now + 1), set on Redis's clock.
+    const banExpiry = await expiresAtMs(client, bannedKey);
+    expect(banExpiry).toBeGreaterThanOrEqual(before + BAN.durationMs - 1);
+    expect(banExpiry).toBeLessThanOrEqual(after + BAN.durationMs - 1);
   });
 
   it('sends exactly one Redis command per consume made alone (counted with MONITOR)', async () => {
@@ -327,14 +342,19 @@ describe.skipIf(skipRedis)('redisRateLimitStore against Redis', () => {
   });
 
   it("works behind the core engine, with the engine's clock ignored in server mode", async () => {
-    const { store } = newStore();
+    const { client, store } = newStore();
     const limiter = createRateLimiter({ store, clock: { now: () => 0 }, ban: false });
     const principal = { keyId: 'k', accountId: 'a', plan: 'free' as const };
+    const before = await redisNowMs(client);
     const decision = await limiter.consume({ principal });
+    const after = await redisNowMs(client);
     expect(decision.allowed).toBe(true);
     expect(decision.headers['x-ratelimit-limit']).toBe('60');
     expect(decision.headers['x-ratelimit-remaining']).toBe('59');
-    expect(Number(decision.headers['x-ratelimit-reset']) * 1000).toBeGreaterThan(Date.now());
+    // The end of the minute Redis decided in (not of the engine's minute 0), in whole seconds.
+    const resetMs = Number(decision.headers['x-ratelimit-reset']) * 1000;
+    expect(resetMs).toBeGreaterThan(before);
+    expect(resetMs).toBeLessThanOrEqual(Math.floor(after / MINUTE_MS) * MINUTE_MS + MINUTE_MS);
   });
 });
 
@@ -465,6 +485,10 @@ describe.skipIf(skipRedis)('redisRateLimitStore block cache', () => {
 });
 
 describe('redisRateLimitStore when Redis fails', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it('rejects, with the client error as cause, when Redis is unreachable', async () => {
     const client = track(new Redis({ port: await closedPort(), host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0 }));
     const store = redisRateLimitStore({ client });
@@ -474,15 +498,21 @@ describe('redisRateLimitStore when Redis fails', () => {
     expect((failure as Error).cause).toBeInstanceOf(Error);
   });
 
-  it('rejects within timeoutMs when the client keeps waiting for an unreachable server', async () => {
-    // Default ioredis options: the command sits in the offline queue while the client reconnects.
-    const client = track(new Redis({ port: await closedPort(), host: '127.0.0.1' }));
-    const store = redisRateLimitStore({ client, timeoutMs: 200 });
-    const started = Date.now();
-    const failure = await store.consume('key:x', at(T0, minuteAndDay(1, 1))).catch((error: unknown) => error);
-    expect(Date.now() - started).toBeLessThan(5000);
-    expect(isPetstoreError(failure) && failure.code).toBe('service_unavailable');
-    expect(((failure as Error).cause as Error).name).toBe('RedisTimeoutError');
+  it('rejects at callTimeoutMs when the client keeps waiting for an unreachable server', async () => {
+    // Default ioredis options: the command sits in the offline queue while the client reconnects (20 retries per
+    // command). The store's deadline, on fake timers, answers first: exactly when callTimeoutMs has passed.
+    const port = await closedPort();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const client = track(new Redis({ port, host: '127.0.0.1' }));
+    const store = redisRateLimitStore({ client, callTimeoutMs: 200 });
+    const settled = vi.fn();
+    const failure = store.consume('key:x', at(T0, minuteAndDay(1, 1))).catch((error: unknown) => error).finally(settled);
+    await new Promise((resolve) => setImmediate(resolve)); // the batch goes out at the end of this turn
+    await vi.advanceTimersByTimeAsync(199);
+    expect(settled).not.toHaveBeenCalled();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(isPetstoreError(await failure) && (await failure as Error & { code: string }).code).toBe('service_unavailable');
+    expect(((await failure) as Error).cause).toMatchObject({ name: 'RedisTimeoutError', callTimeoutMs: 200 });
   });
 
   it("turns into the engine's fail-closed 503 with Retry-After", async () => {
@@ -494,8 +524,9 @@ describe('redisRateLimitStore when Redis fails', () => {
 
   it('refuses invalid options and requests', async () => {
     const client = track(new Redis({ lazyConnect: true }));
-    expect(() => redisRateLimitStore({ client, timeoutMs: 0 })).toThrow(TypeError);
-    expect(() => redisRateLimitStore({ client, time: 'local' as never })).toThrow(TypeError);
+    expect(() => redisRateLimitStore({ client, callTimeoutMs: 0 })).toThrow(/^callTimeoutMs must be a whole number of milliseconds >= 1, got 0$/);
+    expect(() => redisRateLimitStore({ client, keyPrefix: 7 as never })).toThrow(/^keyPrefix must be a string/);
+    expect(() => redisRateLimitStore({ client, time: 'local' as never })).toThrow(/^time must be/);
     const store = redisRateLimitStore({ client, time: 'request' });
     await expect(store.consume('key:x', at(T0 + 0.5, minuteAndDay(1, 1)))).rejects.toThrow(TypeError);
     await expect(store.consume('key:x', at(T0, [{ name: 'm', limit: 1, windowMs: 0 }]))).rejects.toThrow(TypeError);

@@ -2,7 +2,7 @@ import { windowStartMs, type BanPolicy, type ConsumeRequest, type ConsumeResult,
 import type { Cluster, Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import { createConsumeBatches, type ConsumeDecision, type PolicyArguments } from './consume-batches.js';
-import { assertKeyPrefix, assertTimeoutMs, DEFAULT_KEY_PREFIX, DEFAULT_TIMEOUT_MS, storeFailure, createDeadline } from './redis-call.js';
+import { assertCallTimeoutMs, assertKeyPrefix, createDeadline, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_KEY_PREFIX, storeFailure } from './redis-call.js';
 
 export { CONSUME_COMMAND } from './consume-batches.js';
 
@@ -19,10 +19,11 @@ export interface RedisRateLimitStoreOptions {
   /** Prefix of every key this store writes. Default `petstore:`. */
   keyPrefix?: string;
   /**
-   * Deadline of one consume in ms: past it the promise rejects (the engine's `onStoreFailure` policy decides
-   * what the caller gets). Default 1000.
+   * Deadline of one consume in ms: past it the promise rejects with `service_unavailable` (cause: a
+   * {@link RedisTimeoutError}; the engine's `onStoreFailure` policy decides what the caller gets). Default 1000
+   * ({@link DEFAULT_CALL_TIMEOUT_MS}).
    */
-  timeoutMs?: number;
+  callTimeoutMs?: number;
   /**
    * Whose clock decides. `'server'` (default): the script reads Redis `TIME`, so app servers with skewed
    * clocks agree on windows and bans; `request.nowMs` is ignored and the result's `nowMs` is Redis time.
@@ -84,14 +85,15 @@ export function rateLimitRedisKey(key: string, keyPrefix: string = DEFAULT_KEY_P
  * to Redis as ONE call, which decides them in the order they were started, each exactly as if it had come
  * alone; a consume made alone is one call at the end of its turn (`setImmediate`, as ioredis's
  * `enableAutoPipelining` waits). A call holds at most 64 consumes. On a `Cluster` client the consumes are
- * grouped per hash slot. This costs Redis and the app far less per request than one call per consume (see
- * BENCHMARKS.md); under fake timers that fake `setImmediate`, advance them for a consume to be sent.
+ * grouped per hash slot. This costs Redis and the app far less per request than one call per consume (measured:
+ * BENCHMARKS.md, section "Scale-out: K app processes on one Redis"); under fake timers that fake `setImmediate`,
+ * advance them for a consume to be sent.
  *
  * Why ioredis: `defineCommand` gives EVALSHA with EVAL fallback, it reconnects with backoff, it has
  * `commandTimeout` and offline-queue control, and it is the client `@fastify/rate-limit` and
  * `rate-limiter-flexible` accept, so one client can serve them all.
  *
- * Failures: `consume` rejects when Redis errors or does not answer within `timeoutMs` — with a
+ * Failures: `consume` rejects when Redis errors or does not answer within `callTimeoutMs` — with a
  * `PetstoreError('service_unavailable')` when Redis is unreachable, slow or temporarily refusing (loading,
  * failing over), else a plain Error; either has the original failure as `cause`. It never answers "allowed"
  * on a failure: the engine's `onStoreFailure` policy turns the rejection into 503 or fail-open. A consume that
@@ -109,17 +111,17 @@ export function rateLimitRedisKey(key: string, keyPrefix: string = DEFAULT_KEY_P
  * time out, which rejects with `service_unavailable` as above.
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#store-failures
- * @throws TypeError when `timeoutMs` is not a whole number ≥ 1 or `keyPrefix` is not a string. `consume`
+ * @throws TypeError when `callTimeoutMs` is not a whole number ≥ 1 or `keyPrefix` is not a string. `consume`
  *   rejects with a TypeError on a request with non-integer numbers (`nowMs` in `'request'` mode, `limit`,
  *   `windowMs`, ban fields), which the core never sends.
  */
 export function redisRateLimitStore(options: RedisRateLimitStoreOptions): RedisRateLimitStore {
-  const { client, keyPrefix = DEFAULT_KEY_PREFIX, timeoutMs = DEFAULT_TIMEOUT_MS, time = 'server' } = options;
+  const { client, keyPrefix = DEFAULT_KEY_PREFIX, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS, time = 'server' } = options;
   assertKeyPrefix(keyPrefix);
-  assertTimeoutMs(timeoutMs);
+  assertCallTimeoutMs(callTimeoutMs);
   if (time !== 'server' && time !== 'request') throw new TypeError(`time must be 'server' or 'request', got ${String(time)}`);
   const blocked = createBlockCache(options.blockCache ?? { maxKeys: DEFAULT_BLOCK_CACHE_KEYS });
-  const consumeInBatch = createConsumeBatches(client, time, createDeadline(timeoutMs));
+  const consumeInBatch = createConsumeBatches(client, time, createDeadline(callTimeoutMs));
 
   return {
     redisKey: (key) => rateLimitRedisKey(key, keyPrefix),
@@ -215,9 +217,9 @@ const MAX_WINDOWS = 255;
 /**
  * The policy arguments: the windows' signature (their names as JSON), the `struct` format of the stored
  * numbers, and the policy's numbers as a JSON array (n, ban threshold (0 for no ban), interval and duration, the
- * limits, the windowMs). Plain text: a binary argument puts ioredis in its buffer mode, which cost the app
- * 2.4 µs and Redis 1.2 µs more per call than text in one run (a `cjson.decode` costs Redis about 0.5 µs more than
- * unpacking binary, measured in the same run).
+ * limits, the windowMs). Plain text: a binary argument puts ioredis in its buffer mode, which cost the app and
+ * Redis more per call than the `cjson.decode` of text saves (measured when the layout was chosen; the script's
+ * pieces as they are: BENCHMARKS.md, section "Redis CPU per decision").
  * Built once per frozen windows array and frozen ban policy (the engine hands out one per plan), so a
  * request builds no strings for it.
  */

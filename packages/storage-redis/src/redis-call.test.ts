@@ -1,37 +1,57 @@
-import { describe, expect, it } from 'vitest';
+/**
+ * The deadline of one store call, on fake timers: time moves only when the test advances it, so what is asserted
+ * is when each call is answered on the deadline's clock, however busy the machine is.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { RedisTimeoutError, createDeadline } from './redis-call.js';
 
 const never = () => new Promise<never>(() => {});
+/** A call that answers `value` (or fails with `error`) `ms` after it starts, on the fake clock. */
 const after = <T,>(ms: number, value: T) => new Promise<T>((resolve) => setTimeout(() => resolve(value), ms));
+const failsAfter = (ms: number, error: Error) => new Promise<never>((_, reject) => setTimeout(() => reject(error), ms));
+
+/** Follows a promise: `state()` is 'pending' until it settles, then its outcome. */
+function watch<T>(promise: Promise<T>) {
+  let outcome: { status: 'pending' } | { status: 'fulfilled'; value: T } | { status: 'rejected'; reason: unknown } = { status: 'pending' };
+  promise.then(
+    (value) => (outcome = { status: 'fulfilled', value }),
+    (reason: unknown) => (outcome = { status: 'rejected', reason }),
+  );
+  return { state: () => outcome };
+}
+
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 describe('createDeadline', () => {
   it('answers what the call answers, value or error, when it settles in time', async () => {
     const withDeadline = createDeadline(200);
     await expect(withDeadline(Promise.resolve(7))).resolves.toBe(7);
-    await expect(withDeadline(after(20, 'late but in time'))).resolves.toBe('late but in time');
+    const late = watch(withDeadline(after(199, 'late but in time')));
+    await vi.advanceTimersByTimeAsync(199);
+    expect(late.state()).toEqual({ status: 'fulfilled', value: 'late but in time' });
     const failure = new Error('reply error');
     await expect(withDeadline(Promise.reject(failure))).rejects.toBe(failure);
+    expect(vi.getTimerCount()).toBe(0); // every deadline's timer was cleared when its call settled
   });
 
-  it('rejects each call that outlives its deadline, and only those', async () => {
+  it('rejects each call that outlives its deadline, at the deadline, and only those', async () => {
     const withDeadline = createDeadline(60);
-    const started = performance.now();
-    const outcomes = await Promise.allSettled([
-      withDeadline(after(10, 'fast')),
-      withDeadline(never()),
-      withDeadline(after(30, 'in time')),
-      withDeadline(after(150, 'too slow')),
-    ]);
-    const elapsed = performance.now() - started;
-    expect(outcomes.map((outcome) => outcome.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'rejected']);
-    const reasons = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [outcome.reason as unknown] : []));
-    expect(reasons).toHaveLength(2);
-    for (const reason of reasons) {
+    const calls = [after(10, 'fast'), never(), after(59, 'in time'), after(150, 'too slow')].map((call) => watch(withDeadline(call)));
+    await vi.advanceTimersByTimeAsync(59);
+    expect(calls.map((call) => call.state().status)).toEqual(['fulfilled', 'pending', 'fulfilled', 'pending']);
+    await vi.advanceTimersByTimeAsync(1);
+    // Rejected at the deadline, not when the slow call settles (90 ms later).
+    expect(calls.map((call) => call.state().status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'rejected']);
+    for (const call of [calls[1], calls[3]]) {
+      const reason = (call?.state() as { reason: unknown }).reason;
       expect(reason).toBeInstanceOf(RedisTimeoutError);
-      expect((reason as RedisTimeoutError).timeoutMs).toBe(60);
+      expect(reason).toMatchObject({ name: 'RedisTimeoutError', callTimeoutMs: 60, message: 'Redis did not answer within callTimeoutMs (60 ms)' });
     }
-    expect(elapsed).toBeGreaterThanOrEqual(59);
-    expect(elapsed).toBeLessThan(140); // rejected at the deadline, not when the slow call settles
   });
 
   it('times out calls started later against their own deadline, and ignores late outcomes', async () => {
@@ -40,26 +60,33 @@ describe('createDeadline', () => {
     const onUnhandled = (reason: unknown) => unhandled.push(reason);
     process.on('unhandledRejection', onUnhandled);
     try {
-      const first = withDeadline(never());
-      await after(30, null);
-      const startedLater = performance.now();
-      const second = withDeadline(new Promise((_, reject) => setTimeout(() => reject(new Error('late')), 120)));
-      await expect(first).rejects.toBeInstanceOf(RedisTimeoutError);
-      await expect(second).rejects.toBeInstanceOf(RedisTimeoutError);
-      expect(performance.now() - startedLater).toBeGreaterThanOrEqual(49);
-      await after(120, null); // the late rejection arrives and is ignored
+      const first = watch(withDeadline(never()));
+      await vi.advanceTimersByTimeAsync(30);
+      const second = watch(withDeadline(failsAfter(120, new Error('late'))));
+      await vi.advanceTimersByTimeAsync(20);
+      expect(first.state().status).toBe('rejected'); // 50 ms after it started
+      expect(second.state().status).toBe('pending'); // 20 ms after it started
+      await vi.advanceTimersByTimeAsync(29);
+      expect(second.state().status).toBe('pending');
+      await vi.advanceTimersByTimeAsync(1);
+      expect((second.state() as { reason: unknown }).reason).toBeInstanceOf(RedisTimeoutError);
+      await vi.advanceTimersByTimeAsync(100); // the late rejection arrives and is ignored
+      await new Promise((resolve) => setImmediate(resolve)); // past the turn where Node reports unhandled rejections
       expect(unhandled).toEqual([]);
     } finally {
       process.off('unhandledRejection', onUnhandled);
     }
   });
 
-  it('keeps serving after many calls have come and gone', async () => {
+  it('keeps serving after many calls have come and gone, leaving no timer behind', async () => {
     const withDeadline = createDeadline(1000);
     for (let round = 0; round < 3; round++) {
       const values = await Promise.all(Array.from({ length: 5000 }, (_, i) => withDeadline(Promise.resolve(i))));
       expect(values[4999]).toBe(4999);
     }
-    await expect(createDeadline(20)(never())).rejects.toBeInstanceOf(RedisTimeoutError);
+    expect(vi.getTimerCount()).toBe(0);
+    const hanging = watch(createDeadline(20)(never()));
+    await vi.advanceTimersByTimeAsync(20);
+    expect((hanging.state() as { reason: unknown }).reason).toBeInstanceOf(RedisTimeoutError);
   });
 });

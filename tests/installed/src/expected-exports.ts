@@ -21,7 +21,7 @@ export const EXPECTED_EXPORTS: Record<string, { values: string[]; types: string[
     types: ['MemoryCategoryStore','MemoryCategoryStoreOptions','MemoryRateLimitStore','MemoryRateLimitStoreOptions'],
   },
   '@petstore/storage-redis': {
-    values: ['CONSUME_COMMAND','CREATE_CATEGORY_COMMAND','DEFAULT_KEY_PREFIX','DEFAULT_TIMEOUT_MS','RedisTimeoutError','UNAVAILABLE_RETRY_AFTER_SECONDS','categoryRedisKeys','rateLimitRedisKey','redisCategoryStore','redisRateLimitStore'],
+    values: ['CONSUME_COMMAND','CREATE_CATEGORY_COMMAND','DEFAULT_CALL_TIMEOUT_MS','DEFAULT_KEY_PREFIX','RedisTimeoutError','categoryRedisKeys','rateLimitRedisKey','redisCategoryStore','redisRateLimitStore'],
     types: ['RedisCategoryStore','RedisCategoryStoreOptions','RedisRateLimitStore','RedisRateLimitStoreOptions'],
   },
   '@petstore/storage-redis/testing': {
@@ -29,7 +29,7 @@ export const EXPECTED_EXPORTS: Record<string, { values: string[]; types: string[
     types: ['RedisCluster','RedisClusterNode','RedisClusterOptions','RedisServer','RedisServerOptions','TestRedis','TestRedisCluster','TestRedisSkip'],
   },
   '@petstore/storage-postgres': {
-    values: ['DEFAULT_CATEGORIES_TABLE','DEFAULT_RATE_LIMITS_TABLE','DEFAULT_SCHEMA','DEFAULT_TIMEOUT_MS','MIGRATIONS_TABLE','PostgresTimeoutError','UNAVAILABLE_RETRY_AFTER_SECONDS','migratePostgres','postgresCategoryStore','postgresMigrations','postgresRateLimitStore'],
+    values: ['DEFAULT_CALL_TIMEOUT_MS','DEFAULT_CATEGORIES_TABLE','DEFAULT_RATE_LIMITS_TABLE','DEFAULT_SCHEMA','MIGRATIONS_TABLE','PostgresTimeoutError','migratePostgres','postgresCategoryStore','postgresMigrations','postgresRateLimitStore'],
     types: ['MigratePostgresOptions','MigrationReport','PostgresCategoryStoreOptions','PostgresMigration','PostgresRateLimitStoreOptions','PostgresSchemaOptions'],
   },
   '@petstore/storage-postgres/testing': {

@@ -35,8 +35,8 @@ async function startInstance(framework: 'fastify' | 'express', url: string, fail
     : { mode: 'fail-closed', retryAfterSeconds: 5 };
   const petstore = createPetstore({
     apiKeys: staticApiKeys(API_KEYS),
-    categories: failOpen ? memoryCategoryStore() : postgresCategoryStore({ pool, timeoutMs: 1000 }),
-    rateLimit: { store: postgresRateLimitStore({ pool, timeoutMs: 1000 }), onStoreFailure, onStoreError: () => undefined },
+    categories: failOpen ? memoryCategoryStore() : postgresCategoryStore({ pool, callTimeoutMs: 1000 }),
+    rateLimit: { store: postgresRateLimitStore({ pool, callTimeoutMs: 1000 }), onStoreFailure, onStoreError: () => undefined },
     onInternalError: () => undefined,
   });
   return servePetstore(framework, petstore, () => pool.end());
@@ -103,6 +103,7 @@ describe.skipIf(!installed)('PostgreSQL killed with SIGKILL during parallel crea
     }
     const sent: Sent[][] = Array.from({ length: 8 }, () => []);
     const created = () => sent.flat().filter((entry) => entry.answer.status === 201).length;
+    const refused = () => sent.flat().filter((entry) => entry.answer.status === 503).length;
     let phase: 'before' | 'down' | 'after' | 'done' = 'before';
     let createdAfterRestart = 0;
     const writer = async (worker: number) => {
@@ -111,6 +112,7 @@ describe.skipIf(!installed)('PostgreSQL killed with SIGKILL during parallel crea
         const answer = await call(instances[worker % 2] as Instance, '/v1/categories', { apiKey: WRITER, json: { name } });
         sent[worker]?.push({ name, answer });
         if (answer.status === 201 && phase === 'after') createdAfterRestart++;
+        // Paces a writer while the database is away (no busy loop); nothing here waits for time to pass.
         if (answer.status !== 201) await new Promise((resolve) => setTimeout(resolve, 20));
       }
     };
@@ -129,7 +131,8 @@ describe.skipIf(!installed)('PostgreSQL killed with SIGKILL during parallel crea
       const whileDown = await call(failOpen, '/v1/categories', { apiKey: LIMITED });
       expect(whileDown.status).toBe(200);
       expect(whileDown.headers['x-ratelimit-limit']).toBe('25');
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // The writers meet the dead database (their creates answer 503) before it comes back.
+      await waitUntil(() => refused() >= 8, 'creates answered 503 while the database is down');
       await started.server.restart();
       phase = 'after';
       await waitUntil(() => createdAfterRestart >= 100, '100 creates after the restart (the pools reconnect)');

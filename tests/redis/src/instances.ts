@@ -47,9 +47,9 @@ export async function startInstance(options: InstanceOptions): Promise<Instance>
   await client.connect();
   const petstore = createPetstore({
     apiKeys: staticApiKeys(options.apiKeys),
-    categories: options.categories ?? redisCategoryStore({ client, keyPrefix: options.keyPrefix, timeoutMs: 1000 }),
+    categories: options.categories ?? redisCategoryStore({ client, keyPrefix: options.keyPrefix, callTimeoutMs: 1000 }),
     rateLimit: {
-      store: redisRateLimitStore({ client, keyPrefix: options.keyPrefix, timeoutMs: 1000 }),
+      store: redisRateLimitStore({ client, keyPrefix: options.keyPrefix, callTimeoutMs: 1000 }),
       ...(options.onStoreFailure ? { onStoreFailure: options.onStoreFailure } : {}),
       onStoreError: () => undefined,
     },
@@ -61,15 +61,20 @@ export async function startInstance(options: InstanceOptions): Promise<Instance>
   return servePetstore(options.framework, petstore, closeClient);
 }
 
-/** The minute Redis's clock is in (Unix epoch minutes): the fixed minute window the script decides in. */
-export async function redisMinute(redisUrl: string): Promise<number> {
+/** Redis's clock now (`TIME`, the clock the consume script decides at), Unix epoch ms, rounded down. */
+export async function redisNowMs(redisUrl: string): Promise<number> {
   const client = new Redis(redisUrl);
   try {
-    const [seconds] = (await client.time()) as [string | number, string | number];
-    return Math.floor(Number(seconds) / 60);
+    const [seconds, micros] = (await client.time()) as [string | number, string | number];
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   } finally {
     client.disconnect();
   }
+}
+
+/** The minute Redis's clock is in (Unix epoch minutes): the fixed minute window the script decides in. */
+export async function redisMinute(redisUrl: string): Promise<number> {
+  return Math.floor((await redisNowMs(redisUrl)) / 60_000);
 }
 
 /**

@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { track } from '../test-support/redis.js';
+import { track } from '../../test-support/redis.js';
 import { isRedisServerInstalled, startRedisServer } from './redis-server.js';
 import { resolveTestRedis } from './resolve-test-redis.js';
 

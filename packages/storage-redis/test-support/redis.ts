@@ -198,3 +198,18 @@ export async function readRateLimitState(client: Pick<Redis, 'getBuffer'>, redis
   if (number(1) > 0) state.rejected = { startMs: number(0), count: number(1) };
   return state;
 }
+
+/** Redis's clock now (`TIME`, the clock the scripts read in `'server'` mode), Unix epoch ms, rounded down. */
+export async function redisNowMs(client: Pick<Redis, 'time'>): Promise<number> {
+  const [seconds, micros] = (await client.time()) as [string | number, string | number];
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+/**
+ * The absolute expiry of `key` in Redis (`PEXPIRETIME`, Redis 7.0+), Unix epoch ms; -1 without one, -2 when the
+ * key does not exist. Compared with {@link redisNowMs} read around the write, it shows the TTL a write set without
+ * depending on how long the test took to read it back.
+ */
+export async function expiresAtMs(client: Pick<Redis, 'call'>, key: string): Promise<number> {
+  return Number(await client.call('PEXPIRETIME', key));
+}

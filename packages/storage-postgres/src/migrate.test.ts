@@ -3,11 +3,12 @@
  * with their own migration tool.
  */
 import pg from 'pg';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { postgresCategoryStore } from './category-store.js';
 import { postgresRateLimitStore } from './rate-limit-store.js';
-import { migratePostgres, postgresMigrations } from './schema.js';
-import { connectPool, skipPostgres, uniqueSchema } from './test-support/postgres.js';
+import { migratePostgres } from './migrate.js';
+import { postgresMigrations } from './migrations.js';
+import { connectPool, skipPostgres, uniqueSchema } from '../test-support/postgres.js';
 
 describe.skipIf(skipPostgres)('migratePostgres', () => {
   it('creates the schema, the tables and the version table; a second run applies nothing', async () => {
@@ -45,11 +46,11 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     const schema = uniqueSchema('names');
     await migratePostgres({ pool, schema, categoriesTable: 'Shop_A_categories', rateLimitsTable: 'shop_a_limits' });
     await migratePostgres({ pool, schema, categoriesTable: 'shop_b_categories', rateLimitsTable: 'shop_b_limits' });
-    const a = postgresCategoryStore({ pool, schema, table: 'Shop_A_categories' });
-    const b = postgresCategoryStore({ pool, schema, table: 'shop_b_categories' });
+    const a = postgresCategoryStore({ pool, schema, categoriesTable: 'Shop_A_categories' });
+    const b = postgresCategoryStore({ pool, schema, categoriesTable: 'shop_b_categories' });
     await a.create({ name: 'only in A' });
     expect(await b.list()).toEqual([]);
-    const limits = postgresRateLimitStore({ pool, schema, table: 'shop_b_limits', time: 'request' });
+    const limits = postgresRateLimitStore({ pool, schema, rateLimitsTable: 'shop_b_limits', time: 'request' });
     const result = await limits.consume('key:k', { windows: [{ name: 'minute', limit: 1, windowMs: 60_000 }], nowMs: 0, ban: undefined });
     expect(result.allowed).toBe(true);
     const { rows } = await pool.query(`SELECT table_name, version FROM "${schema}".petstore_migrations ORDER BY table_name, version`);
@@ -127,7 +128,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
         `${rateLimitsTable}_consume`,
       ]),
     );
-    const store = postgresCategoryStore({ pool, schema, table: categoriesTable });
+    const store = postgresCategoryStore({ pool, schema, categoriesTable });
     const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
     expect(await store.createIdempotent({ name: 'long' }, request)).toEqual({ outcome: 'created', category: { id: 1, name: 'long' } });
   });
@@ -143,9 +144,29 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     expect(await store.createIdempotent({ name: 'keyed' }, request)).toEqual({ outcome: 'created', category: { id: 2, name: 'keyed' } });
   });
 
-  it('refuses a bad name before sending anything, and leaves nothing behind when a migration fails', async () => {
+  it('takes one names object for the runner and both stores', async () => {
     const pool = connectPool();
-    await expect(migratePostgres({ pool, schema: 'a"b' })).rejects.toThrow(TypeError);
+    const names = { schema: uniqueSchema('shared'), categoriesTable: 'shop_categories', rateLimitsTable: 'shop_limits' };
+    await migratePostgres({ pool, ...names });
+    const categories = postgresCategoryStore({ pool, ...names });
+    const limits = postgresRateLimitStore({ pool, ...names, time: 'request' });
+    await categories.create({ name: 'Dogs' });
+    await limits.consume('key:k', { windows: [{ name: 'minute', limit: 1, windowMs: 60_000 }], nowMs: 0, ban: undefined });
+    const count = async (table: string) => (await pool.query<{ n: string }>(`SELECT count(*)::text AS n FROM "${names.schema}".${table}`)).rows[0]?.n;
+    expect([await count('shop_categories'), await count('shop_limits')]).toEqual(['1', '1']);
+  });
+
+  it('names the option that holds a bad name, before sending anything', async () => {
+    const pool = connectPool();
+    const connect = vi.spyOn(pool, 'connect');
+    await expect(migratePostgres({ pool, schema: 'a"b' })).rejects.toThrow(/^schema must be 1-63 /);
+    await expect(migratePostgres({ pool, categoriesTable: 'shop-categories' })).rejects.toThrow(/^categoriesTable must be 1-45 .*"shop-categories"/);
+    await expect(migratePostgres({ pool, rateLimitsTable: 'r'.repeat(50) })).rejects.toThrow(/^rateLimitsTable must be 1-49 /);
+    expect(connect).not.toHaveBeenCalled();
+  });
+
+  it('refuses a bad pool, and leaves nothing behind when a migration fails', async () => {
+    const pool = connectPool();
     await expect(migratePostgres({ pool: {} as pg.Pool })).rejects.toThrow(/Pool/);
     const schema = uniqueSchema('fail');
     // A table of that name with other columns makes the index statement fail after the schema was created.

@@ -3,7 +3,7 @@
  * its URL to the tests with `provide('postgresUrl', …)`.
  */
 import type { TestProject } from 'vitest/node';
-import { resolveTestPostgres } from '../testing/resolve-test-postgres.js';
+import { resolveTestPostgres } from '../src/testing/resolve-test-postgres.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

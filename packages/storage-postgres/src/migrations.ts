@@ -1,105 +1,9 @@
 /**
- * Where the stores keep their data: validated names, and the migrations that create the tables.
+ * The SQL the migrations run: each store's tables and PL/pgSQL functions, as versioned, idempotent steps for the
+ * names of {@link PostgresSchemaOptions}. `migratePostgres` (migrate.ts) runs them; teams with their own migration
+ * tool take them from {@link postgresMigrations}.
  */
-import type { Pool } from 'pg';
-import { assertPool } from './postgres-call.js';
-
-/** Default schema of both stores. */
-export const DEFAULT_SCHEMA = 'public';
-/** Default table of {@link postgresCategoryStore}. */
-export const DEFAULT_CATEGORIES_TABLE = 'petstore_categories';
-/** Default table of {@link postgresRateLimitStore}. */
-export const DEFAULT_RATE_LIMITS_TABLE = 'petstore_rate_limits';
-/** The table that records which migrations ran, in the same schema. */
-export const MIGRATIONS_TABLE = 'petstore_migrations';
-
-/** Suffix of the consume function's name: `<rateLimitsTable>_consume`. */
-const CONSUME_FUNCTION_SUFFIX = '_consume';
-/** Suffix of the rate-limit table's index on `expires_at_ms`: `<rateLimitsTable>_expires_at_ms`. */
-const RATE_LIMIT_INDEX_SUFFIX = '_expires_at_ms';
-/** Suffix of the table of idempotency records: `<categoriesTable>_idempotency`. */
-const IDEMPOTENCY_TABLE_SUFFIX = '_idempotency';
-/** Suffix of that table's index on `expires_at_ms`: `<categoriesTable>_idempotency_exp`. */
-const IDEMPOTENCY_INDEX_SUFFIX = '_idempotency_exp';
-/** Suffix of the idempotent create function's name: `<categoriesTable>_create_idempotent`. */
-const CREATE_IDEMPOTENT_FUNCTION_SUFFIX = '_create_idempotent';
-
-/** Names the stores use: letters, digits and `_`, not starting with a digit. */
-const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-/** PostgreSQL's longest identifier, in bytes; it truncates longer ones (names here are ASCII: a byte each). */
-const MAX_IDENTIFIER_BYTES = 63;
-/** The longest schema name: nothing is derived from it. */
-const MAX_SCHEMA_NAME_LENGTH = MAX_IDENTIFIER_BYTES;
-/** The longest categories table name: 45, so that `<table>_create_idempotent` (18 more) stays within 63. */
-export const MAX_CATEGORIES_TABLE_NAME_LENGTH =
-  MAX_IDENTIFIER_BYTES - Math.max(IDEMPOTENCY_TABLE_SUFFIX.length, IDEMPOTENCY_INDEX_SUFFIX.length, CREATE_IDEMPOTENT_FUNCTION_SUFFIX.length);
-/** The longest rate-limit table name: 49, so that `<table>_expires_at_ms` (14 more) stays within 63. */
-export const MAX_RATE_LIMITS_TABLE_NAME_LENGTH = MAX_IDENTIFIER_BYTES - Math.max(CONSUME_FUNCTION_SUFFIX.length, RATE_LIMIT_INDEX_SUFFIX.length);
-
-/**
- * Checks a schema or table name and answers it double-quoted for SQL (case is kept: `Pets` is `"Pets"`).
- * @param maxLength the longest name allowed, in characters: 63 less the longest suffix of a name derived from it
- *   (so that no identifier is truncated by PostgreSQL)
- * @throws TypeError when it is not 1–`maxLength` letters, digits or `_` starting with a letter or `_`.
- */
-export function quotedName(name: string, what: string, maxLength: number = MAX_IDENTIFIER_BYTES): string {
-  if (typeof name !== 'string' || !NAME.test(name) || name.length > maxLength) {
-    throw new TypeError(`${what} must be 1-${maxLength} letters, digits or _ (not starting with a digit), got ${JSON.stringify(name)}`);
-  }
-  return `"${name}"`;
-}
-
-/** The qualified, quoted names of one store set. */
-export interface StoreNames {
-  categories: string;
-  /** The idempotency records of the categories table: `<categoriesTable>_idempotency`. */
-  categoriesIdempotency: string;
-  /** Its index on `expires_at_ms` (unqualified: an index lives in its table's schema). */
-  categoriesIdempotencyIndex: string;
-  /** The idempotent create function: `<categoriesTable>_create_idempotent`. */
-  createIdempotentFunction: string;
-  rateLimits: string;
-  /** The rate-limit table's index on `expires_at_ms` (unqualified). */
-  rateLimitsIndex: string;
-  consumeFunction: string;
-  migrations: string;
-  schema: string;
-}
-
-/**
- * Options naming the schema and tables; every name is checked by {@link quotedName}: letters, digits and `_`,
- * not starting with a digit, a schema up to 63 characters, a categories table up to 45 and a rate-limit table up
- * to 49 (the names derived from a table add up to 18 and 14 characters, and PostgreSQL truncates past 63).
- */
-export interface PostgresSchemaOptions {
-  /** The schema holding the tables (and the migrations table). Default `public`. */
-  schema?: string;
-  /**
-   * The categories table; its idempotency records are in `<categoriesTable>_idempotency`, created with the function
-   * `<categoriesTable>_create_idempotent`. Default `petstore_categories`.
-   */
-  categoriesTable?: string;
-  /** The rate-limit table; its consume function is `<rateLimitsTable>_consume`. Default `petstore_rate_limits`. */
-  rateLimitsTable?: string;
-}
-
-/** The quoted, schema-qualified names for `options`. @throws TypeError on a bad name. */
-export function storeNames(options: PostgresSchemaOptions): StoreNames {
-  const schema = quotedName(options.schema ?? DEFAULT_SCHEMA, 'schema', MAX_SCHEMA_NAME_LENGTH);
-  const categoriesTable = options.categoriesTable ?? DEFAULT_CATEGORIES_TABLE;
-  const rateLimitsTable = options.rateLimitsTable ?? DEFAULT_RATE_LIMITS_TABLE;
-  return {
-    schema,
-    categories: `${schema}.${quotedName(categoriesTable, 'categoriesTable', MAX_CATEGORIES_TABLE_NAME_LENGTH)}`,
-    categoriesIdempotency: `${schema}."${categoriesTable}${IDEMPOTENCY_TABLE_SUFFIX}"`,
-    categoriesIdempotencyIndex: `"${categoriesTable}${IDEMPOTENCY_INDEX_SUFFIX}"`,
-    createIdempotentFunction: `${schema}."${categoriesTable}${CREATE_IDEMPOTENT_FUNCTION_SUFFIX}"`,
-    rateLimits: `${schema}.${quotedName(rateLimitsTable, 'rateLimitsTable', MAX_RATE_LIMITS_TABLE_NAME_LENGTH)}`,
-    rateLimitsIndex: `"${rateLimitsTable}${RATE_LIMIT_INDEX_SUFFIX}"`,
-    consumeFunction: `${schema}."${rateLimitsTable}${CONSUME_FUNCTION_SUFFIX}"`,
-    migrations: `${schema}.${quotedName(MIGRATIONS_TABLE, 'migrations table')}`,
-  };
-}
+import { categoriesNames, rateLimitsNames, type CategoriesNames, type PostgresSchemaOptions, type RateLimitsNames } from './names.js';
 
 /** One step of the schema, recorded in the migrations table as (`table`, `version`) once applied. */
 export interface PostgresMigration {
@@ -133,17 +37,17 @@ export interface PostgresMigration {
  * `<table>_create_idempotent(key, fingerprint, retention_ms, name, description)` that creates a category with its
  * record, or answers the key's record, in one step (see {@link postgresCategoryStore}).
  *
- * @throws TypeError on a bad schema or table name.
+ * @throws TypeError naming the option (`schema`, `categoriesTable` or `rateLimitsTable`) that holds a bad name.
  */
 export function postgresMigrations(options: PostgresSchemaOptions = {}): PostgresMigration[] {
-  const names = storeNames(options);
-  const table = (name: string) => name.slice(name.indexOf('.') + 1).replaceAll('"', '');
+  const categories = categoriesNames(options);
+  const rateLimits = rateLimitsNames(options);
   return [
     {
-      table: table(names.categories),
+      table: categories.table,
       version: 1,
       description: 'categories table',
-      sql: `CREATE TABLE IF NOT EXISTS ${names.categories} (
+      sql: `CREATE TABLE IF NOT EXISTS ${categories.categories} (
   id bigint GENERATED ALWAYS AS IDENTITY (MAXVALUE 9007199254740991) PRIMARY KEY,
   name text NOT NULL,
   description text,
@@ -151,10 +55,10 @@ export function postgresMigrations(options: PostgresSchemaOptions = {}): Postgre
 )`,
     },
     {
-      table: table(names.rateLimits),
+      table: rateLimits.table,
       version: 1,
       description: 'rate-limit table and its consume function',
-      sql: `CREATE TABLE IF NOT EXISTS ${names.rateLimits} (
+      sql: `CREATE TABLE IF NOT EXISTS ${rateLimits.rateLimits} (
   key text PRIMARY KEY,
   window_names text[] NOT NULL,
   window_starts_ms bigint[] NOT NULL,
@@ -164,21 +68,21 @@ export function postgresMigrations(options: PostgresSchemaOptions = {}): Postgre
   banned_until_ms bigint NOT NULL,
   expires_at_ms bigint
 ) WITH (fillfactor = 70);
-CREATE INDEX IF NOT EXISTS ${names.rateLimitsIndex} ON ${names.rateLimits} (expires_at_ms);
-${consumeFunctionSql(names)}`,
+CREATE INDEX IF NOT EXISTS ${rateLimits.index} ON ${rateLimits.rateLimits} (expires_at_ms);
+${consumeFunctionSql(rateLimits)}`,
     },
     {
-      table: table(names.categories),
+      table: categories.table,
       version: 2,
       description: 'idempotency records of creates and the idempotent create function',
-      sql: `CREATE TABLE IF NOT EXISTS ${names.categoriesIdempotency} (
+      sql: `CREATE TABLE IF NOT EXISTS ${categories.idempotency} (
   key text PRIMARY KEY,
   fingerprint text NOT NULL,
-  category_id bigint NOT NULL REFERENCES ${names.categories} (id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
+  category_id bigint NOT NULL REFERENCES ${categories.categories} (id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
   expires_at_ms bigint NOT NULL
 );
-CREATE INDEX IF NOT EXISTS ${names.categoriesIdempotencyIndex} ON ${names.categoriesIdempotency} (expires_at_ms);
-${createIdempotentFunctionSql(names)}`,
+CREATE INDEX IF NOT EXISTS ${categories.idempotencyIndex} ON ${categories.idempotency} (expires_at_ms);
+${createIdempotentFunctionSql(categories)}`,
     },
   ];
 }
@@ -202,7 +106,7 @@ ${createIdempotentFunctionSql(names)}`,
  * category's columns as text (NULL for a mismatch; `description` NULL when it has none), so a host's `pg.types`
  * parsers cannot change them.
  */
-function createIdempotentFunctionSql(names: StoreNames): string {
+function createIdempotentFunctionSql(names: CategoriesNames): string {
   return `CREATE OR REPLACE FUNCTION ${names.createIdempotentFunction}(
   p_key text, p_fingerprint text, p_retention_ms bigint, p_name text, p_description text)
 RETURNS TABLE (outcome text, id text, name text, description text)
@@ -213,25 +117,25 @@ DECLARE
   found_fingerprint text; found_id bigint; found_name text; found_description text;
 BEGIN
   SELECT r.fingerprint, c.id, c.name, c.description INTO found_fingerprint, found_id, found_name, found_description
-    FROM ${names.categoriesIdempotency} AS r JOIN ${names.categories} AS c ON c.id = r.category_id
+    FROM ${names.idempotency} AS r JOIN ${names.categories} AS c ON c.id = r.category_id
     WHERE r.key = p_key AND r.expires_at_ms > t;
   IF NOT FOUND THEN
-    INSERT INTO ${names.categoriesIdempotency} AS r (key, fingerprint, category_id, expires_at_ms)
+    INSERT INTO ${names.idempotency} AS r (key, fingerprint, category_id, expires_at_ms)
       VALUES (p_key, p_fingerprint, 0, t + p_retention_ms)
       ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, category_id = 0, expires_at_ms = excluded.expires_at_ms
       WHERE r.expires_at_ms <= t;
     IF FOUND THEN
       INSERT INTO ${names.categories} AS c (name, description) VALUES (p_name, p_description) RETURNING c.id INTO new_id;
-      UPDATE ${names.categoriesIdempotency} AS r SET category_id = new_id WHERE r.key = p_key;
-      DELETE FROM ${names.categoriesIdempotency} AS r WHERE r.key IN (
-        SELECT y.key FROM ${names.categoriesIdempotency} AS y WHERE y.expires_at_ms <= t
+      UPDATE ${names.idempotency} AS r SET category_id = new_id WHERE r.key = p_key;
+      DELETE FROM ${names.idempotency} AS r WHERE r.key IN (
+        SELECT y.key FROM ${names.idempotency} AS y WHERE y.expires_at_ms <= t
         ORDER BY y.expires_at_ms LIMIT 2 FOR UPDATE SKIP LOCKED);
       RETURN QUERY SELECT 'created'::text, new_id::text, p_name, p_description;
       RETURN;
     END IF;
     -- A live record claimed by another call, committed meanwhile; the failed claim locked it.
     SELECT r.fingerprint, c.id, c.name, c.description INTO STRICT found_fingerprint, found_id, found_name, found_description
-      FROM ${names.categoriesIdempotency} AS r JOIN ${names.categories} AS c ON c.id = r.category_id
+      FROM ${names.idempotency} AS r JOIN ${names.categories} AS c ON c.id = r.category_id
       WHERE r.key = p_key;
   END IF;
   IF found_fingerprint = p_fingerprint THEN
@@ -254,7 +158,7 @@ $create_idempotent$`;
  * A banned key writes nothing. Reply: the decision's time, the outcome (0 admitted, 1 rate limited, 2 banned),
  * the ban's end (0 for none) and each window's count, as text (a host's `pg.types` parsers cannot change them).
  */
-function consumeFunctionSql(names: StoreNames): string {
+function consumeFunctionSql(names: RateLimitsNames): string {
   return `CREATE OR REPLACE FUNCTION ${names.consumeFunction}(
   p_key text, p_names text[], p_limits bigint[], p_window_ms bigint[],
   p_ban_threshold integer, p_ban_interval_ms bigint, p_ban_duration_ms bigint, p_now_ms bigint)
@@ -331,71 +235,4 @@ BEGIN
   RETURN QUERY SELECT t::text, result, ban_end::text, array_to_string(counts, ',');
 END
 $consume$`;
-}
-
-/** Options of {@link migratePostgres}. */
-export interface MigratePostgresOptions extends PostgresSchemaOptions {
-  /** A node-postgres `Pool` (or `Client`); one connection is used for the whole run. */
-  pool: Pool;
-}
-
-/** What {@link migratePostgres} did. */
-export interface MigrationReport {
-  /** The migrations applied by this run, in order (none when the schema was up to date). */
-  applied: Array<Pick<PostgresMigration, 'table' | 'version' | 'description'>>;
-}
-
-/**
- * Brings the schema up to date: creates the schema when missing, the migrations table
- * (`<schema>.petstore_migrations (table_name text, version integer, description text, applied_at timestamptz,
- * PRIMARY KEY (table_name, version))`), and applies every migration of {@link postgresMigrations} not yet
- * recorded there, recording each. Runs in one transaction under a transaction-level advisory lock, so several
- * instances starting at once apply each migration once; running it again is harmless (it applies nothing).
- * Call it at start-up, before serving (the host decides when; the stores never change the schema).
- *
- * @throws TypeError on a bad name or pool; the database's error (nothing applied) when a statement fails,
- *   e.g. for lack of the CREATE privilege.
- */
-export async function migratePostgres(options: MigratePostgresOptions): Promise<MigrationReport> {
-  assertPool(options.pool);
-  const names = storeNames(options);
-  const migrations = postgresMigrations(options);
-  const client = await options.pool.connect();
-  let failure: Error | undefined;
-  try {
-    await client.query('BEGIN');
-    // One lock for every petstore migration in this database: hashtext of a fixed name.
-    await client.query("SELECT pg_advisory_xact_lock(hashtext('petstore_migrations'))");
-    const schema = options.schema ?? DEFAULT_SCHEMA;
-    const exists = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
-    if (exists.rowCount === 0) await client.query(`CREATE SCHEMA ${names.schema}`);
-    await client.query(`CREATE TABLE IF NOT EXISTS ${names.migrations} (
-  table_name text NOT NULL,
-  version integer NOT NULL,
-  description text NOT NULL,
-  applied_at timestamptz NOT NULL DEFAULT now(),
-  PRIMARY KEY (table_name, version)
-)`);
-    const done = await client.query<{ table_name: string; version: number }>(`SELECT table_name, version FROM ${names.migrations}`);
-    const applied: MigrationReport['applied'] = [];
-    for (const migration of migrations) {
-      if (done.rows.some((row) => row.table_name === migration.table && row.version === migration.version)) continue;
-      await client.query(migration.sql);
-      await client.query(`INSERT INTO ${names.migrations} (table_name, version, description) VALUES ($1, $2, $3)`, [
-        migration.table,
-        migration.version,
-        migration.description,
-      ]);
-      applied.push({ table: migration.table, version: migration.version, description: migration.description });
-    }
-    await client.query('COMMIT');
-    return { applied };
-  } catch (error) {
-    failure = error instanceof Error ? error : new Error(String(error));
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    // A connection that failed is closed rather than returned to the pool.
-    client.release(failure);
-  }
 }

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, inject } from 'vitest';
-import { migratePostgres } from '../schema.js';
+import { migratePostgres } from '../src/migrate.js';
 
 export const postgresUrl = inject('postgresUrl');
 /** True when there is no PostgreSQL for this run (the reason was printed by the global setup). */
@@ -42,4 +42,10 @@ export async function migratedSchema(label?: string): Promise<{ pool: pg.Pool; s
   const schema = uniqueSchema(label);
   await migratePostgres({ pool, schema });
   return { pool, schema };
+}
+
+/** The database's clock now (`clock_timestamp()`, the clock the stores' SQL reads), Unix epoch ms. */
+export async function databaseNowMs(pool: pg.Pool): Promise<number> {
+  const { rows } = await pool.query<{ ms: string }>('SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint::text AS ms');
+  return Number(rows[0]?.ms);
 }

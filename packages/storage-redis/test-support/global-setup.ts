@@ -5,8 +5,8 @@
  * server (VALKEY_URL, else a throwaway valkey-server, else skip) for `provide('valkeyUrl', …)`.
  */
 import type { TestProject } from 'vitest/node';
-import { resolveTestRedisCluster, type RedisClusterNode } from '../testing/redis-cluster.js';
-import { resolveTestRedis } from '../testing/resolve-test-redis.js';
+import { resolveTestRedisCluster, type RedisClusterNode } from '../src/testing/redis-cluster.js';
+import { resolveTestRedis } from '../src/testing/resolve-test-redis.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
