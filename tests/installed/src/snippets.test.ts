@@ -1,8 +1,9 @@
 /**
  * The READMEs' code against the installed packages: every tarball and the frameworks installed into a
- * throwaway project outside the workspace, the TypeScript compiled as ESM (`module: nodenext`) and as CommonJS
- * (`moduleResolution` `node16` and `node10`), strict, and every block run; and the exported names of every
- * entry point, at run time and in the types.
+ * throwaway project outside the workspace; the TypeScript compiled, strict, with every supported TypeScript
+ * (the oldest, the workspace's, the latest) under each `moduleResolution` it has — ESM (`nodenext`,
+ * `bundler`) and CommonJS (`node16`, `node10`) — and every block run (compiled by the workspace's TypeScript);
+ * and the exported names of every entry point, at run time and in the types.
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -13,13 +14,16 @@ import { runNode, startServer } from './projects.js';
 import {
   ENTERPRISE_KEY,
   FREE_KEY,
-  compileProgram,
-  describeDiagnostics,
+  TYPESCRIPTS,
+  compileSnippets,
+  runsAsOwnProcess,
   freePort,
   installApp,
   programs,
   runProgram,
   typeExports,
+  typescriptVersion,
+  type Compilation,
   type Program,
 } from './run-snippets.js';
 import { readSnippets } from './snippets.js';
@@ -64,18 +68,35 @@ describe('the READMEs’ code', () => {
     expect(snippets.some((snippet) => snippet.language === 'js' && snippet.commonJs)).toBe(true);
     expect(snippets.some((snippet) => snippet.language === 'js' && !snippet.commonJs)).toBe(true);
   });
+});
 
-  it('compiles as ESM (module nodenext, strict)', () => {
-    const { program, diagnostics } = compileProgram(app, 'esm');
-    esm = program;
-    expect(describeDiagnostics(diagnostics, snippets)).toEqual([]);
+/** The TypeScripts by role, for the tests' names. */
+const ROLE = { 'typescript-oldest': 'the oldest supported', typescript: 'the workspace’s, emitted for the runs', 'typescript-latest': 'the latest' } as const;
+
+describe('the READMEs’ code compiles, strict, with each supported TypeScript under each resolution it has', () => {
+  // One at a time in this process (the compiler API is synchronous); the compilations that run as their own
+  // `tsc` (TypeScript 7) start together first, on the other core, and are awaited in their turn.
+  const inOwnProcess = new Map<string, Promise<Compilation>>();
+  beforeAll(() => {
+    for (const { package: typescript, resolutions } of TYPESCRIPTS) {
+      if (!runsAsOwnProcess(typescript)) continue;
+      for (const resolution of resolutions) {
+        const compilation = compileSnippets(app, typescript, resolution, snippets);
+        compilation.catch(() => undefined); // its test reports the failure
+        inOwnProcess.set(`${typescript} ${resolution}`, compilation);
+      }
+    }
   });
-  it('compiles as CommonJS (moduleResolution node16, strict)', () => {
-    expect(describeDiagnostics(compileProgram(app, 'cjs-node16').diagnostics, snippets)).toEqual([]);
-  });
-  it('compiles as CommonJS (moduleResolution node10, strict)', () => {
-    expect(describeDiagnostics(compileProgram(app, 'cjs-node10').diagnostics, snippets)).toEqual([]);
-  });
+
+  for (const { package: typescript, resolutions } of TYPESCRIPTS) {
+    for (const resolution of resolutions) {
+      it(`TypeScript ${typescriptVersion(typescript)} (${ROLE[typescript]}), moduleResolution ${resolution}`, async () => {
+        const { problems, program } = await (inOwnProcess.get(`${typescript} ${resolution}`) ?? compileSnippets(app, typescript, resolution, snippets));
+        if (typescript === 'typescript' && resolution === 'nodenext') esm = program;
+        expect(problems).toEqual([]);
+      });
+    }
+  }
 });
 
 describe('the public surface', () => {
@@ -92,7 +113,7 @@ console.log(JSON.stringify(out));`,
     const { code, output } = await runNode('exports.mjs', app, {});
     expect(code, output).toBe(0);
     const runtime = JSON.parse(output) as Record<string, { esm: string[]; cjs: string[] }>;
-    const types = typeExports(esm ?? compileProgram(app, 'esm').program, app, entries);
+    const types = typeExports(esm ?? (await compileSnippets(app, 'typescript', 'nodenext', snippets)).program!, app, entries);
     for (const entry of entries) {
       const expected = EXPECTED_EXPORTS[entry]!;
       expect(runtime[entry]?.esm, `${entry}: run-time exports`).toEqual([...expected.values].sort());
