@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 import TotalReporter from './scripts/total-reporter.js';
 
@@ -11,6 +12,9 @@ import TotalReporter from './scripts/total-reporter.js';
 export default defineConfig({
   test: {
     projects: ['tests/installed'],
+    // The files run side by side (vitest's default is one worker fewer than cores: one, on two cores): much of
+    // their time goes to child processes (npm, tsc, the READMEs' servers).
+    maxWorkers: Math.max(3, availableParallelism() + 1),
     reporters: ['default', new TotalReporter()],
   },
 });

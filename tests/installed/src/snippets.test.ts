@@ -1,42 +1,36 @@
 /**
- * The READMEs' code against the installed packages: every tarball and the frameworks installed into a
- * throwaway project outside the workspace; the TypeScript compiled, strict, with every supported TypeScript
- * (the oldest, the workspace's, the latest) under each `moduleResolution` it has — ESM (`nodenext`,
- * `bundler`) and CommonJS (`node16`, `node10`) — and every block run (compiled by the workspace's TypeScript);
- * and the exported names of every entry point, at run time and in the types.
+ * The READMEs' code against the installed packages (every tarball and the frameworks installed by
+ * global-setup.ts into a throwaway project outside the workspace): compiled, strict, by the workspace's
+ * TypeScript as ESM (`nodenext`) and as CommonJS (`node16`), and every block run; and the exported names of
+ * every entry point, at run time and in the types. The other TypeScript versions and resolutions:
+ * typescripts.test.ts.
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type ts from 'typescript';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
 import { EXPECTED_EXPORTS } from './expected-exports.js';
 import { runNode, startServer } from './projects.js';
 import {
   ENTERPRISE_KEY,
   FREE_KEY,
-  TYPESCRIPTS,
   compileSnippets,
-  runsAsOwnProcess,
   freePort,
-  installApp,
   programs,
   runProgram,
   typeExports,
   typescriptVersion,
-  type Compilation,
   type Program,
 } from './run-snippets.js';
 import { readSnippets } from './snippets.js';
 
-const { folder, tarballs, redis, postgres } = inject('installed');
-/** The project every README's code runs in: all packages, all frameworks. */
-const app = join(folder, 'app');
+/** `app`: the project every README's code runs in, with all packages and frameworks. */
+const { app, redis, postgres } = inject('installed');
 const snippets = await readSnippets();
 let esm: ts.Program | undefined;
 /** The API the client's code talks to (PETSTORE_URL), started by the first code that needs it. */
 let api: Promise<{ port: number; stop: () => Promise<unknown> }> | undefined;
 
-beforeAll(() => installApp(app, tarballs, snippets));
 afterAll(async () => {
   await (await api)?.stop();
 });
@@ -70,32 +64,13 @@ describe('the READMEs’ code', () => {
   });
 });
 
-/** The TypeScripts by role, for the tests' names. */
-const ROLE = { 'typescript-oldest': 'the oldest supported', typescript: 'the workspace’s, emitted for the runs', 'typescript-latest': 'the latest' } as const;
-
-describe('the READMEs’ code compiles, strict, with each supported TypeScript under each resolution it has', () => {
-  // One at a time in this process (the compiler API is synchronous); the compilations that run as their own
-  // `tsc` (TypeScript 7) start together first, on the other core, and are awaited in their turn.
-  const inOwnProcess = new Map<string, Promise<Compilation>>();
-  beforeAll(() => {
-    for (const { package: typescript, resolutions } of TYPESCRIPTS) {
-      if (!runsAsOwnProcess(typescript)) continue;
-      for (const resolution of resolutions) {
-        const compilation = compileSnippets(app, typescript, resolution, snippets);
-        compilation.catch(() => undefined); // its test reports the failure
-        inOwnProcess.set(`${typescript} ${resolution}`, compilation);
-      }
-    }
-  });
-
-  for (const { package: typescript, resolutions } of TYPESCRIPTS) {
-    for (const resolution of resolutions) {
-      it(`TypeScript ${typescriptVersion(typescript)} (${ROLE[typescript]}), moduleResolution ${resolution}`, async () => {
-        const { problems, program } = await (inOwnProcess.get(`${typescript} ${resolution}`) ?? compileSnippets(app, typescript, resolution, snippets));
-        if (typescript === 'typescript' && resolution === 'nodenext') esm = program;
-        expect(problems).toEqual([]);
-      });
-    }
+describe('the READMEs’ code compiles with the workspace’s TypeScript, emitted for the runs', () => {
+  for (const resolution of ['nodenext', 'node16'] as const) {
+    it(`TypeScript ${typescriptVersion('typescript')}, moduleResolution ${resolution}, strict`, async () => {
+      const { problems, program } = await compileSnippets(app, 'typescript', resolution, snippets);
+      if (resolution === 'nodenext') esm = program;
+      expect(problems).toEqual([]);
+    });
   }
 });
 
