@@ -5,6 +5,6 @@ export default defineConfig({
     environment: 'node',
     include: ['src/**/*.test.ts'],
     testTimeout: 60_000,
-    hookTimeout: 30_000,
+    hookTimeout: 60_000,
   },
 });

@@ -3,10 +3,11 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts'],
+    // The test files share one module graph per worker instead of importing it afresh each (they keep no module
+    // state of their own; servers and clients are closed by each file): less CPU for npm test on two cores.
+    isolate: false,
     globalSetup: ['src/global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    // One suite at a time: the fault suite stops and starts its own redis-server.
-    fileParallelism: false,
   },
 });

@@ -1,6 +1,8 @@
 /**
  * Once per run, before the installed-package test files: packs every package into a throwaway folder outside
- * the workspace and finds a Redis and a PostgreSQL. The test files find both through `inject('installed')`.
+ * the workspace, installs the tarballs and the frameworks into the project the READMEs' code is compiled and
+ * run in (with that code written there), and finds a Redis and a PostgreSQL. The test files find all of it
+ * through `inject('installed')`, and run side by side.
  */
 import { resolveTestPostgres } from '@petstore/storage-postgres/testing';
 import { resolveTestRedis } from '@petstore/storage-redis/testing';
@@ -8,12 +10,16 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { packAll, throwawayFolder, type PackageName } from './projects.js';
+import { installApp } from './run-snippets.js';
+import { readSnippets } from './snippets.js';
 
 export interface Installed {
   /** The throwaway folder the tests install into; removed after the run. */
   folder: string;
   /** Package name → packed tarball. */
   tarballs: Record<PackageName, string>;
+  /** The project with every tarball and the frameworks installed, and the READMEs' code written (`installApp`). */
+  app: string;
   /** A Redis for the code that needs one, or why there is none. */
   redis: { url: string } | { skipReason: string };
   /** A PostgreSQL for the code that needs one, or why there is none. */
@@ -28,20 +34,27 @@ declare module 'vitest' {
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const folder = await throwawayFolder('installed');
-  const redis = await resolveTestRedis();
-  const postgres = await resolveTestPostgres();
+  // The servers start while npm packs.
+  const tarballsFolder = join(folder.path, 'tarballs');
+  const [redis, postgres, packed] = await Promise.allSettled([
+    resolveTestRedis(),
+    resolveTestPostgres(),
+    mkdir(tarballsFolder).then(() => packAll(tarballsFolder)),
+  ]);
   const stopServers = async () => {
-    if ('stop' in redis) await redis.stop();
-    if ('stop' in postgres) await postgres.stop();
+    if (redis.status === 'fulfilled' && 'stop' in redis.value) await redis.value.stop();
+    if (postgres.status === 'fulfilled' && 'stop' in postgres.value) await postgres.value.stop();
   };
   try {
-    await mkdir(join(folder.path, 'tarballs'));
-    const tarballs = await packAll(join(folder.path, 'tarballs'));
+    const [foundRedis, foundPostgres, tarballs] = [valueOf(redis), valueOf(postgres), valueOf(packed)];
+    const app = join(folder.path, 'app');
+    await installApp(app, tarballs, await readSnippets());
     project.provide('installed', {
       folder: folder.path,
       tarballs,
-      redis: 'url' in redis ? { url: redis.url } : redis,
-      postgres: 'url' in postgres ? { url: postgres.url } : postgres,
+      app,
+      redis: 'url' in foundRedis ? { url: foundRedis.url } : foundRedis,
+      postgres: 'url' in foundPostgres ? { url: foundPostgres.url } : foundPostgres,
     });
   } catch (error) {
     await stopServers();
@@ -54,3 +67,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   };
 }
 
+function valueOf<T>(settled: PromiseSettledResult<T>): T {
+  if (settled.status === 'rejected') throw settled.reason;
+  return settled.value;
+}

@@ -82,8 +82,15 @@ export async function readJson<T>(path: string): Promise<T> {
   return JSON.parse(await readFile(path, 'utf8')) as T;
 }
 
+/**
+ * How long a child process may take to exit (`runNode`) or to listen (`startServer`) before it is killed and
+ * its output shown: a guard against a hang, not a measurement — generous for a busy 2-core machine, and under
+ * the test timeout (vitest.config.ts) so the failure names the child rather than the test.
+ */
+export const CHILD_DEADLINE_MS = 45_000;
+
 /** Runs `node file` in `cwd`; answers its exit code and output. */
-export function runNode(file: string, cwd: string, env: NodeJS.ProcessEnv, timeoutMs = 15_000): Promise<{ code: number | null; output: string }> {
+export function runNode(file: string, cwd: string, env: NodeJS.ProcessEnv, timeoutMs = CHILD_DEADLINE_MS): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [file], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
@@ -108,7 +115,7 @@ export async function startServer(file: string, cwd: string, env: NodeJS.Process
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
   child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal === 'SIGTERM' ? 0 : null))));
-  const deadline = Date.now() + 15_000;
+  const deadline = Date.now() + CHILD_DEADLINE_MS;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`${file} exited with ${child.exitCode} before listening:\n${output}`);
     try {
@@ -117,7 +124,7 @@ export async function startServer(file: string, cwd: string, env: NodeJS.Process
     } catch {
       if (Date.now() > deadline) {
         child.kill('SIGKILL');
-        throw new Error(`${file} did not listen on port ${env.PORT} within 15 s:\n${output}`);
+        throw new Error(`${file} did not listen on port ${env.PORT} within ${CHILD_DEADLINE_MS / 1000} s:\n${output}`);
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
     }

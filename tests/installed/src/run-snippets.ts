@@ -1,20 +1,25 @@
 /**
  * Compiling and running the READMEs' code in the installed project (written there by `global-setup.ts`).
  */
+import { execFile } from 'node:child_process';
 import { copyFile, mkdir, symlink, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
-import { basename, join } from 'node:path';
+import { basename, dirname, join, resolve as resolvePath } from 'node:path';
 import ts from 'typescript';
 import { EXPECTED_EXPORTS } from './expected-exports.js';
 import { ROOT, installProject, runNode, startServer, workspaceVersion, type PackageName } from './projects.js';
 import type { Snippet } from './snippets.js';
+
+const require = createRequire(import.meta.url);
 
 export const FREE_KEY = 'installed-test-free-key';
 export const ENTERPRISE_KEY = 'installed-test-enterprise-key';
 
 /**
  * Third-party packages the READMEs' code may import, at the versions the workspace has (npm's cache has them).
- * The compiler is the workspace's TypeScript, with the workspace's `@types/node`: tools, not dependencies.
+ * The compilers are the workspace's TypeScripts (see `TYPESCRIPTS`), with the workspace's `@types/node`: tools,
+ * not dependencies.
  */
 const THIRD_PARTY = ['fastify', 'express', 'hono', '@hono/node-server', 'node-fetch', 'ioredis', 'pg', '@types/express', '@types/pg'];
 
@@ -28,8 +33,6 @@ export async function installApp(app: string, tarballs: Record<PackageName, stri
   await writeSnippets(app, snippets);
 }
 
-export type Target = 'esm' | 'cjs-node16' | 'cjs-node10';
-
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
@@ -42,40 +45,158 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Compiles (and, but for node10, emits) the code of one target with the workspace's TypeScript. */
-export function compileProgram(app: string, target: Target): { program: ts.Program; diagnostics: readonly ts.Diagnostic[] } {
-  const dir = join(app, target === 'esm' ? 'esm' : 'cjs');
-  const options: ts.CompilerOptions = {
-    strict: true,
-    target: ts.ScriptTarget.ES2022,
-    types: ['node'],
-    typeRoots: [join(ROOT, 'node_modules', '@types')],
-    skipLibCheck: true,
-    esModuleInterop: true,
-    outDir: join(dir, 'out'),
-    noEmit: target === 'cjs-node10',
-    ...(target === 'esm'
-      ? { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext }
-      : target === 'cjs-node16'
-        ? { module: ts.ModuleKind.Node16, moduleResolution: ts.ModuleResolutionKind.Node16 }
-        : { module: ts.ModuleKind.CommonJS, moduleResolution: ts.ModuleResolutionKind.Node10 }),
-  };
-  const program = ts.createProgram(ts.sys.readDirectory(join(dir, 'src'), ['.ts']), options);
-  return { program, diagnostics: [...ts.getPreEmitDiagnostics(program), ...program.emit().diagnostics] };
+/**
+ * A `moduleResolution` the READMEs' code is compiled under, with the `module` it goes with: `nodenext` and
+ * `bundler` compile the ESM copy (esm/, `"type": "module"`, top-level await allowed), `node16` and `node10` the
+ * CommonJS copy (cjs/).
+ */
+export type Resolution = 'nodenext' | 'node16' | 'node10' | 'bundler';
+
+const RESOLUTIONS: Record<Resolution, { dir: 'esm' | 'cjs'; module: string; moduleResolution: string }> = {
+  nodenext: { dir: 'esm', module: 'nodenext', moduleResolution: 'nodenext' },
+  bundler: { dir: 'esm', module: 'esnext', moduleResolution: 'bundler' },
+  node16: { dir: 'cjs', module: 'node16', moduleResolution: 'node16' },
+  node10: { dir: 'cjs', module: 'commonjs', moduleResolution: 'node10' },
+};
+
+/**
+ * The TypeScript versions the packages support (the root README, "Installing the packages"): the oldest and the
+ * latest, installed under aliases (tests/installed/package.json), each under every resolution it has
+ * (TypeScript 6 deprecated `node10` and 7 removed it); and the workspace's own, which emits the code that is
+ * run (`nodenext`, `node16`) and is the newest TypeScript with `node10` undeprecated.
+ */
+export const TYPESCRIPTS = [
+  { package: 'typescript-latest', resolutions: ['nodenext', 'node16', 'bundler'] },
+  { package: 'typescript-oldest', resolutions: ['nodenext', 'node16', 'node10', 'bundler'] },
+  { package: 'typescript', resolutions: ['nodenext', 'node16', 'node10'] },
+] as const satisfies readonly { package: string; resolutions: readonly Resolution[] }[];
+
+export type TypeScriptPackage = (typeof TYPESCRIPTS)[number]['package'];
+
+/** The version of an installed TypeScript (`typescript`, `typescript-oldest`, `typescript-latest`). */
+export function typescriptVersion(name: TypeScriptPackage): string {
+  return (require(`${name}/package.json`) as { version: string }).version;
+}
+
+/** The options every compilation shares: strict, Node's types (the workspace's `@types/node`). */
+const COMMON_OPTIONS = { strict: true, target: 'es2022', types: ['node'], typeRoots: [join(ROOT, 'node_modules', '@types')], esModuleInterop: true };
+
+/** A declaration file of one of our packages, as installed from its tarball. */
+const OUR_DECLARATIONS = /[\\/]node_modules[\\/]@petstore[\\/].*\.d\.[cm]?ts$/;
+
+/** What one compilation found, and (in-process) its program, for `typeExports`. */
+export interface Compilation {
+  /** One line per error: `README.md:123: TS2304 …` for the READMEs' code, else the file and line. */
+  problems: string[];
+  program?: ts.Program;
+}
+
+/**
+ * Compiles one copy of the READMEs' code (with the exports probe) with one TypeScript under one resolution,
+ * strict. What is checked: the code, and our packages' declarations (an error in them is an error for every
+ * user without `skipLibCheck`); not third-party declarations (fastify, pg, …, whose TypeScript floors are
+ * theirs). The workspace's TypeScript also emits the `nodenext` and `node16` copies, which are run.
+ * TypeScript 7 has no JavaScript compiler API: it runs as its own `tsc`.
+ */
+export async function compileSnippets(app: string, typescript: TypeScriptPackage, resolution: Resolution, snippets: Snippet[]): Promise<Compilation> {
+  if (runsAsOwnProcess(typescript)) return { problems: await compileWithTsc(app, typescript, resolution, snippets) };
+  return compileInProcess(require(typescript) as typeof ts, app, resolution, typescript === 'typescript', snippets);
+}
+
+/** Whether this TypeScript compiles as its own `tsc` process: it has no JavaScript compiler API (TypeScript 7). */
+export function runsAsOwnProcess(typescript: TypeScriptPackage): boolean {
+  return typeof (require(typescript) as Partial<typeof ts>).createProgram !== 'function';
+}
+
+function compileInProcess(api: typeof ts, app: string, resolution: Resolution, emitsForRuns: boolean, snippets: Snippet[]): Compilation {
+  const { dir: folder, module, moduleResolution } = RESOLUTIONS[resolution];
+  const dir = join(app, folder);
+  const emit = emitsForRuns && (resolution === 'nodenext' || resolution === 'node16');
+  // skipLibCheck off, but only our files are asked for their diagnostics: third-party declarations go unchecked.
+  const { options, errors } = api.convertCompilerOptionsFromJson(
+    { ...COMMON_OPTIONS, skipLibCheck: false, module, moduleResolution, outDir: join(dir, 'out'), noEmit: !emit },
+    dir,
+  );
+  if (errors.length > 0) return { problems: describeDiagnostics(api, errors, snippets) };
+  const program = api.createProgram(api.sys.readDirectory(join(dir, 'src'), ['.ts']), options);
+  const ours = program.getSourceFiles().filter((file) => !file.isDeclarationFile || OUR_DECLARATIONS.test(file.fileName));
+  const diagnostics = [
+    ...program.getOptionsDiagnostics(),
+    ...program.getGlobalDiagnostics(),
+    ...ours.flatMap((file) => [...program.getSyntacticDiagnostics(file), ...program.getSemanticDiagnostics(file)]),
+    // File by file: a whole-program emit would first check every declaration file, third parties' included.
+    ...(emit ? program.getRootFileNames().flatMap((name) => program.emit(program.getSourceFile(name)).diagnostics) : []),
+  ];
+  return { problems: describeDiagnostics(api, diagnostics, snippets), program };
 }
 
 /** Diagnostics as `README.md:123: TS2304 …`, pointing to the README line they come from. */
-export function describeDiagnostics(diagnostics: readonly ts.Diagnostic[], snippets: Snippet[]): string[] {
+function describeDiagnostics(api: typeof ts, diagnostics: readonly ts.Diagnostic[], snippets: Snippet[]): string[] {
   return diagnostics.map((diagnostic) => {
     const file = diagnostic.file;
-    const text = ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n');
-    if (file === undefined || diagnostic.start === undefined) return text;
+    const text = api.flattenDiagnosticMessageText(diagnostic.messageText, '\n');
+    if (file === undefined || diagnostic.start === undefined) return `TS${diagnostic.code} ${text}`;
     const { line } = file.getLineAndCharacterOfPosition(diagnostic.start);
-    const snippet = snippets.find((candidate) => file.fileName.endsWith(`/${candidate.id}.ts`));
-    if (snippet === undefined) return `${file.fileName}: TS${diagnostic.code} ${text}`;
-    const [readme, fence] = snippet.where.split(':') as [string, string];
-    return `${readme}:${Number(fence) + line + 1}: TS${diagnostic.code} ${text}`;
+    return `${whereInReadme(file.fileName, line + 1, snippets)}: TS${diagnostic.code} ${text}`;
   });
+}
+
+/** `README.md:123` for line `line` (1-based) of a snippet's file, else the file's own name and line. */
+function whereInReadme(fileName: string, line: number, snippets: Snippet[]): string {
+  const snippet = snippets.find((candidate) => fileName.endsWith(`/${candidate.id}.ts`));
+  if (snippet === undefined) return `${fileName}:${line}`;
+  const [readme, fence] = snippet.where.split(':') as [string, string];
+  return `${readme}:${Number(fence) + line}`;
+}
+
+/**
+ * Compiles with the `tsc` of the TypeScript installed as `typescript`, without emitting; answers its errors.
+ * `tsc` cannot be asked to check some declaration files and not others: under `nodenext` it checks them all
+ * (`skipLibCheck` off; errors located in third-party declarations left out), which covers our packages'
+ * declarations; the other resolutions reach the same declarations and skip that (it costs four times the rest).
+ */
+async function compileWithTsc(app: string, typescript: TypeScriptPackage, resolution: Resolution, snippets: Snippet[]): Promise<string[]> {
+  const { dir, module, moduleResolution } = RESOLUTIONS[resolution];
+  const project = join(app, `tsconfig.${typescript}.${resolution}.json`);
+  await writeFile(
+    project,
+    JSON.stringify({ compilerOptions: { ...COMMON_OPTIONS, skipLibCheck: resolution !== 'nodenext', noEmit: true, module, moduleResolution }, include: [`${dir}/src/**/*.ts`] }),
+  );
+  const tsc = join(dirname(require.resolve(`${typescript}/package.json`)), 'bin', 'tsc');
+  const output = await new Promise<string>((resolve, reject) => {
+    execFile(process.execPath, [tsc, '-p', project, '--pretty', 'false'], { cwd: app, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      // Exit status 1 or 2 with output: errors were reported (on stdout). Anything else (a crash, no binary) fails.
+      if (error !== null && !(typeof error.code === 'number' && error.code <= 2 && stdout !== '')) reject(new Error(`${typescript}: ${error.message}\n${stdout}${stderr}`));
+      else resolve(stdout);
+    });
+  });
+  const problems: string[] = [];
+  let current: { thirdParty: boolean; text: string } | undefined;
+  const flush = () => {
+    if (current !== undefined && !current.thirdParty) problems.push(current.text);
+    current = undefined;
+  };
+  for (const line of output.split('\n')) {
+    if (line.trim() === '') continue;
+    const located = /^(.+?)\((\d+),\d+\): error (TS\d+): (.*)$/.exec(line);
+    const global = /^error (TS\d+): (.*)$/.exec(line);
+    if (located !== null) {
+      flush();
+      const [, file = '', lineNumber = '0', code, message] = located;
+      const path = resolvePath(app, file);
+      const thirdParty = /[\\/]node_modules[\\/]/.test(path) && !OUR_DECLARATIONS.test(path);
+      current = { thirdParty, text: `${whereInReadme(path, Number(lineNumber), snippets)}: ${code} ${message}` };
+    } else if (global !== null) {
+      flush();
+      current = { thirdParty: false, text: `${global[1]} ${global[2]}` };
+    } else if (current !== undefined) {
+      current.text += `\n${line.trim()}`; // a message's continuation lines
+    } else {
+      problems.push(line);
+    }
+  }
+  flush();
+  return problems;
 }
 
 export interface Program {

@@ -1,38 +1,36 @@
 /**
- * The READMEs' code against the installed packages: every tarball and the frameworks installed into a
- * throwaway project outside the workspace, the TypeScript compiled as ESM (`module: nodenext`) and as CommonJS
- * (`moduleResolution` `node16` and `node10`), strict, and every block run; and the exported names of every
- * entry point, at run time and in the types.
+ * The READMEs' code against the installed packages (every tarball and the frameworks installed by
+ * global-setup.ts into a throwaway project outside the workspace): compiled, strict, by the workspace's
+ * TypeScript as ESM (`nodenext`) and as CommonJS (`node16`), and every block run; and the exported names of
+ * every entry point, at run time and in the types. The other TypeScript versions and resolutions:
+ * typescripts.test.ts.
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type ts from 'typescript';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
 import { EXPECTED_EXPORTS } from './expected-exports.js';
 import { runNode, startServer } from './projects.js';
 import {
   ENTERPRISE_KEY,
   FREE_KEY,
-  compileProgram,
-  describeDiagnostics,
+  compileSnippets,
   freePort,
-  installApp,
   programs,
   runProgram,
   typeExports,
+  typescriptVersion,
   type Program,
 } from './run-snippets.js';
 import { readSnippets } from './snippets.js';
 
-const { folder, tarballs, redis, postgres } = inject('installed');
-/** The project every README's code runs in: all packages, all frameworks. */
-const app = join(folder, 'app');
+/** `app`: the project every README's code runs in, with all packages and frameworks. */
+const { app, redis, postgres } = inject('installed');
 const snippets = await readSnippets();
 let esm: ts.Program | undefined;
 /** The API the client's code talks to (PETSTORE_URL), started by the first code that needs it. */
 let api: Promise<{ port: number; stop: () => Promise<unknown> }> | undefined;
 
-beforeAll(() => installApp(app, tarballs, snippets));
 afterAll(async () => {
   await (await api)?.stop();
 });
@@ -64,18 +62,16 @@ describe('the READMEs’ code', () => {
     expect(snippets.some((snippet) => snippet.language === 'js' && snippet.commonJs)).toBe(true);
     expect(snippets.some((snippet) => snippet.language === 'js' && !snippet.commonJs)).toBe(true);
   });
+});
 
-  it('compiles as ESM (module nodenext, strict)', () => {
-    const { program, diagnostics } = compileProgram(app, 'esm');
-    esm = program;
-    expect(describeDiagnostics(diagnostics, snippets)).toEqual([]);
-  });
-  it('compiles as CommonJS (moduleResolution node16, strict)', () => {
-    expect(describeDiagnostics(compileProgram(app, 'cjs-node16').diagnostics, snippets)).toEqual([]);
-  });
-  it('compiles as CommonJS (moduleResolution node10, strict)', () => {
-    expect(describeDiagnostics(compileProgram(app, 'cjs-node10').diagnostics, snippets)).toEqual([]);
-  });
+describe('the READMEs’ code compiles with the workspace’s TypeScript, emitted for the runs', () => {
+  for (const resolution of ['nodenext', 'node16'] as const) {
+    it(`TypeScript ${typescriptVersion('typescript')}, moduleResolution ${resolution}, strict`, async () => {
+      const { problems, program } = await compileSnippets(app, 'typescript', resolution, snippets);
+      if (resolution === 'nodenext') esm = program;
+      expect(problems).toEqual([]);
+    });
+  }
 });
 
 describe('the public surface', () => {
@@ -92,7 +88,7 @@ console.log(JSON.stringify(out));`,
     const { code, output } = await runNode('exports.mjs', app, {});
     expect(code, output).toBe(0);
     const runtime = JSON.parse(output) as Record<string, { esm: string[]; cjs: string[] }>;
-    const types = typeExports(esm ?? compileProgram(app, 'esm').program, app, entries);
+    const types = typeExports(esm ?? (await compileSnippets(app, 'typescript', 'nodenext', snippets)).program!, app, entries);
     for (const entry of entries) {
       const expected = EXPECTED_EXPORTS[entry]!;
       expect(runtime[entry]?.esm, `${entry}: run-time exports`).toEqual([...expected.values].sort());

@@ -51,12 +51,16 @@ describe('the OpenAPI description served by the example server', () => {
   let server: ExampleServer;
   let document: Json;
 
+  /** The document as served, kept apart: no copy the tests break may change `document`. */
+  let served: string;
+
   beforeAll(async () => {
     server = await startExample('fastify-server.ts', { PETSTORE_API_KEYS: `${API_KEY}:pro` });
     const response = await fetch(`${server.origin}/v1/openapi.json`);
-    expect(response.status, await response.clone().text()).toBe(200);
+    served = await response.text();
+    expect(response.status, served).toBe(200);
     expect(response.headers.get('content-type')).toMatch(/^application\/json(;|$)/);
-    document = (await response.json()) as Json;
+    document = JSON.parse(served) as Json;
   });
 
   afterAll(async () => {
@@ -107,8 +111,8 @@ describe('the OpenAPI description served by the example server', () => {
     const result = await validateCopy(broken);
     expect(result.valid).toBe(false);
     expect(result.valid ? '' : compileErrors(result)).toMatch(message);
-    // The served document itself is untouched by the copy.
-    expect((await validateCopy(document)).valid).toBe(true);
+    // The served document itself is untouched by the copy (and was found valid above).
+    expect(document).toEqual(JSON.parse(served));
   });
 
   it('generates TypeScript types with openapi-typescript, and src/typed-client.ts compiles against them', async () => {
