@@ -8,6 +8,11 @@ import TotalReporter from './scripts/total-reporter.js';
  * vitest.config.ts): the unit, contract, hostile-input, store, example, OpenAPI and docs suites. The
  * installed-package tests (tests/installed) are `npm run test:installed` (vitest.installed.config.ts).
  * `npm test -w <workspace>` still runs one workspace alone.
+ *
+ * Every project runs its files in worker threads (`pool: 'threads'` in each project's config; a project's pool is
+ * its own, the root's is not inherited): measured on the 2-core machine for the whole of npm test, 99 s of CPU
+ * and 54 s of wall time against 115 s and 62 s with vitest's default of one child process per worker. No suite
+ * needs a process of its own: the servers, signals and exits they test are child processes they start.
  */
 export default defineConfig({
   test: {

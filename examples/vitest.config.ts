@@ -2,6 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
+    pool: 'threads', // worker threads, not processes: see the root vitest.config.ts
     include: ['src/**/*.test.ts'],
     testTimeout: 30_000,
     // The test files share one module graph per worker instead of importing it afresh each: less CPU for npm test

@@ -1,5 +1,5 @@
 /**
- * @petstore/client against the real example server (`tsx src/fastify-server.ts`, memory storage, real
+ * @petstore/client against the real example server (the built `src/fastify-server.ts`, memory storage, real
  * sockets): the same cases once with the global fetch and once with node-fetch v3.
  *
  * The cases that depend on where a minute window stands (retrying into the next minute, giving up before

@@ -1,5 +1,5 @@
 /**
- * Starts each example server as a user would (`tsx src/<server>.ts`, PORT=0) and talks to it over HTTP.
+ * Starts each example server (its build of `src/<server>.ts`, PORT=0) and talks to it over HTTP.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { startExample as start, stopExamples } from './spawn-example.js';

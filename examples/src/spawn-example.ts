@@ -1,6 +1,8 @@
 /**
- * Starts an example server as a user would, for tests — `node --import tsx src/<server>.ts` in examples/, or
- * an npm script of the repository (`npm start`) in its own process group — with PORT=0, and stops them all.
+ * Starts an example server for tests — its compiled build, `node dist/<server>.js` in examples/ (the build of
+ * `npm test`, tsup, makes it from src/ with no change), or an npm script of the repository (`npm start`, which
+ * runs the TypeScript source with tsx as a reader would) in its own process group — with PORT=0, and stops
+ * them all.
  * Every wait is for an event (a line printed, the process ending); its bound only ends a wait that has failed.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -52,7 +54,7 @@ export function stopExamples(): void {
 }
 
 function spawnExample(script: string, env: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', `src/${script}`], {
+  const child = spawn(process.execPath, [`dist/${script.replace(/\.ts$/, '.js')}`], {
     cwd: examplesDir,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -61,7 +63,7 @@ function spawnExample(script: string, env: Record<string, string>): ChildProcess
   return child;
 }
 
-/** Starts `examples/src/<script>` and resolves once it prints where it listens. */
+/** Starts the build of `examples/src/<script>` and resolves once it prints where it listens. */
 export function startExample(script: string, env: Record<string, string>): Promise<RunningExample> {
   return whenListening(spawnExample(script, env));
 }
@@ -72,7 +74,7 @@ export interface FinishedExample extends ProcessEnd {
   stderr: string;
 }
 
-/** Runs `examples/src/<script>` (one expected not to start, say) and resolves once it has exited. */
+/** Runs the build of `examples/src/<script>` (one expected not to start, say) and resolves once it has exited. */
 export function runExampleToExit(script: string, env: Record<string, string>): Promise<FinishedExample> {
   const child = spawnExample(script, env);
   let stdout = '';

@@ -2,6 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
+    pool: 'threads', // worker threads, not processes: see the root vitest.config.ts
     environment: 'node',
     include: ['src/**/*.test.ts', 'test-support/**/*.test.ts'],
     // The test files share one module graph per worker instead of importing it afresh each (they keep no module

@@ -1,4 +1,4 @@
 import { defineConfig } from 'vitest/config';
 
 // isolate: false — the test files share one module graph per worker (they keep no module state).
-export default defineConfig({ test: { include: ['src/**/*.test.ts'], isolate: false } });
+export default defineConfig({ test: { pool: 'threads', include: ['src/**/*.test.ts'], isolate: false } });

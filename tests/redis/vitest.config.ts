@@ -2,6 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
+    pool: 'threads', // worker threads, not processes: see the root vitest.config.ts
     include: ['src/**/*.test.ts'],
     // The test files share one module graph per worker instead of importing it afresh each (they keep no module
     // state of their own; servers and clients are closed by each file): less CPU for npm test on two cores.

@@ -1,9 +1,9 @@
 /**
- * vitest globalSetup: finds a PostgreSQL once per run (DATABASE_URL, else a throwaway server, else skip) and hands
- * its URL to the tests with `provide('postgresUrl', …)`.
+ * vitest globalSetup: a PostgreSQL (DATABASE_URL, else a throwaway server, else skip) for
+ * `provide('postgresUrl', …)`: found once per run, with the other projects' servers (scripts/test-servers.ts).
  */
 import type { TestProject } from 'vitest/node';
-import { resolveTestPostgres } from '../src/testing/resolve-test-postgres.js';
+import { testServers } from '../../../scripts/test-servers.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -14,15 +14,11 @@ declare module 'vitest' {
   }
 }
 
-export default async function setup({ provide }: TestProject): Promise<() => Promise<void>> {
-  const found = await resolveTestPostgres();
-  if ('skipReason' in found) {
-    console.warn(`[@petstore/storage-postgres] PostgreSQL tests skipped: ${found.skipReason}`);
-    provide('postgresUrl', null);
-    provide('postgresSkipReason', found.skipReason);
-    return async () => undefined;
-  }
-  provide('postgresUrl', found.url);
-  provide('postgresSkipReason', null);
-  return found.stop;
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const { found, release } = await testServers(project, ['postgres']);
+  const { postgres } = found;
+  if ('skipReason' in postgres) console.warn(`[@petstore/storage-postgres] PostgreSQL tests skipped: ${postgres.skipReason}`);
+  project.provide('postgresUrl', 'url' in postgres ? postgres.url : null);
+  project.provide('postgresSkipReason', 'skipReason' in postgres ? postgres.skipReason : null);
+  return release;
 }

@@ -1,12 +1,12 @@
 /**
- * vitest globalSetup: finds a Redis once per run (REDIS_URL, else a throwaway redis-server, else skip) and
- * hands its URL to the tests with `provide('redisUrl', …)`; likewise a Redis Cluster (REDIS_CLUSTER_NODES,
- * else a throwaway 3-master cluster, else skip), whose nodes go to `provide('redisCluster', …)`, and a Valkey
- * server (VALKEY_URL, else a throwaway valkey-server, else skip) for `provide('valkeyUrl', …)`.
+ * vitest globalSetup: a Redis (REDIS_URL, else a throwaway redis-server, else skip) for `provide('redisUrl', …)`,
+ * a Redis Cluster (REDIS_CLUSTER_NODES, else a throwaway 3-master cluster, else skip) for
+ * `provide('redisCluster', …)`, and a Valkey server (VALKEY_URL, else a throwaway valkey-server, else skip) for
+ * `provide('valkeyUrl', …)`: found once per run, with the other projects' servers (scripts/test-servers.ts).
  */
 import type { TestProject } from 'vitest/node';
-import { resolveTestRedisCluster, type RedisClusterNode } from '../src/testing/redis-cluster.js';
-import { resolveTestRedis } from '../src/testing/resolve-test-redis.js';
+import { testServers } from '../../../scripts/test-servers.js';
+import type { RedisClusterNode } from '../src/testing/redis-cluster.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -25,48 +25,18 @@ declare module 'vitest' {
   }
 }
 
-export default async function setup({ provide }: TestProject): Promise<() => Promise<void>> {
-  // Valkey: the same finder, with VALKEY_URL and the valkey-server binary.
-  const valkeyEnv = { ...process.env, REDIS_URL: process.env.VALKEY_URL };
-  const [redis, cluster, valkey] = await Promise.allSettled([
-    resolveTestRedis(),
-    resolveTestRedisCluster(),
-    resolveTestRedis(valkeyEnv, { binary: 'valkey-server' }),
-  ]);
-  const stops: Array<() => Promise<void>> = [];
-  for (const found of [redis, cluster, valkey]) if (found.status === 'fulfilled' && !('skipReason' in found.value)) stops.push(found.value.stop);
-  const stopAll = async () => {
-    await Promise.all(stops.map((stop) => stop()));
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const { found, release } = await testServers(project, ['redis', 'redisCluster', 'valkey']);
+  const skipped = (label: string, reason: string) => {
+    console.warn(`[@petstore/storage-redis] ${label} tests skipped: ${reason}`);
+    return reason;
   };
-  for (const found of [redis, cluster, valkey]) {
-    if (found.status === 'rejected') {
-      await stopAll();
-      throw found.reason;
-    }
-  }
-  /** Hands one found server to the tests through `give`, or `null` and why its tests are skipped. */
-  const offer = <T>(
-    label: string,
-    found: PromiseSettledResult<T | { skipReason: string }>,
-    give: (value: T | null, skipReason: string | null) => void,
-  ): void => {
-    const value = (found as PromiseFulfilledResult<T | { skipReason: string }>).value;
-    if (typeof value === 'object' && value !== null && 'skipReason' in value) {
-      console.warn(`[@petstore/storage-redis] ${label} tests skipped: ${value.skipReason}`);
-      give(null, value.skipReason);
-    } else give(value as T, null);
-  };
-  offer('Redis', redis, (server, reason) => {
-    provide('redisUrl', server?.url ?? null);
-    provide('redisSkipReason', reason);
-  });
-  offer('Redis Cluster', cluster, (found, reason) => {
-    provide('redisCluster', found?.nodes ?? null);
-    provide('redisClusterSkipReason', reason);
-  });
-  offer('Valkey', valkey, (server, reason) => {
-    provide('valkeyUrl', server?.url ?? null);
-    provide('valkeySkipReason', reason);
-  });
-  return stopAll;
+  const { redis, redisCluster, valkey } = found;
+  project.provide('redisUrl', 'url' in redis ? redis.url : null);
+  project.provide('redisSkipReason', 'skipReason' in redis ? skipped('Redis', redis.skipReason) : null);
+  project.provide('redisCluster', 'nodes' in redisCluster ? redisCluster.nodes : null);
+  project.provide('redisClusterSkipReason', 'skipReason' in redisCluster ? skipped('Redis Cluster', redisCluster.skipReason) : null);
+  project.provide('valkeyUrl', 'url' in valkey ? valkey.url : null);
+  project.provide('valkeySkipReason', 'skipReason' in valkey ? skipped('Valkey', valkey.skipReason) : null);
+  return release;
 }

@@ -678,9 +678,9 @@ export function defineContractCases(impl: ServerImpl): void {
     }
   });
 
-  it('gives 250 parallel creates 250 distinct ids, and lists them all', async () => {
+  it('gives 100 parallel creates 100 distinct ids, and lists them all', async () => {
     const answers = await Promise.all(
-      Array.from({ length: 250 }, (_, i) =>
+      Array.from({ length: 100 }, (_, i) =>
         call(server, '/v1/categories', { method: 'POST', apiKey: API_KEYS.bulk, json: { name: `Bulk ${i}` } }),
       ),
     );
@@ -688,7 +688,7 @@ export function defineContractCases(impl: ServerImpl): void {
     expect(bad.map((answer: Answer) => `${answer.status} ${answer.text}`)).toEqual([]);
     const created = answers.map((answer) => jsonOf(answer) as CategoryJson);
     const ids = new Set(created.map((category) => category.id));
-    expect(ids.size).toBe(250);
+    expect(ids.size).toBe(100);
     for (const id of ids) expect(Number.isSafeInteger(id) && id > 0).toBe(true);
 
     const listed = await list(API_KEYS.bulk);

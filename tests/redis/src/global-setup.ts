@@ -1,10 +1,12 @@
 /**
  * Finds a Redis for the suites: `REDIS_URL`, else a throwaway `redis-server`, else a skip with its reason
  * (an error instead when PETSTORE_REQUIRE_REDIS=1, as in CI). Likewise a Redis Cluster:
- * `REDIS_CLUSTER_NODES`, else a throwaway 3-master cluster, else a skip.
+ * `REDIS_CLUSTER_NODES`, else a throwaway 3-master cluster, else a skip. Found once per run, with the other
+ * projects' servers (scripts/test-servers.ts).
  */
-import { resolveTestRedis, resolveTestRedisCluster, type RedisClusterNode } from '@petstore/storage-redis/testing';
+import type { RedisClusterNode } from '@petstore/storage-redis/testing';
 import type { TestProject } from 'vitest/node';
+import { testServers } from '../../../scripts/test-servers.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -17,31 +19,13 @@ declare module 'vitest' {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const [redis, cluster] = await Promise.allSettled([resolveTestRedis(), resolveTestRedisCluster()]);
-  const stops: Array<() => Promise<void>> = [];
-  for (const found of [redis, cluster]) if (found.status === 'fulfilled' && !('skipReason' in found.value)) stops.push(found.value.stop);
-  const stopAll = async () => {
-    await Promise.all(stops.map((stop) => stop()));
-  };
-  if (redis.status === 'rejected' || cluster.status === 'rejected') {
-    await stopAll();
-    throw redis.status === 'rejected' ? redis.reason : (cluster as PromiseRejectedResult).reason;
-  }
-  if ('skipReason' in redis.value) {
-    console.warn(`[redis-tests] skipped: ${redis.value.skipReason}`);
-    project.provide('redisUrl', undefined);
-    project.provide('redisSkipReason', redis.value.skipReason);
-  } else {
-    project.provide('redisUrl', redis.value.url);
-    project.provide('redisSkipReason', undefined);
-  }
-  if ('skipReason' in cluster.value) {
-    console.warn(`[redis-tests] cluster suites skipped: ${cluster.value.skipReason}`);
-    project.provide('redisCluster', undefined);
-    project.provide('redisClusterSkipReason', cluster.value.skipReason);
-  } else {
-    project.provide('redisCluster', cluster.value.nodes);
-    project.provide('redisClusterSkipReason', undefined);
-  }
-  return stopAll;
+  const { found, release } = await testServers(project, ['redis', 'redisCluster']);
+  const { redis, redisCluster } = found;
+  if ('skipReason' in redis) console.warn(`[redis-tests] skipped: ${redis.skipReason}`);
+  if ('skipReason' in redisCluster) console.warn(`[redis-tests] cluster suites skipped: ${redisCluster.skipReason}`);
+  project.provide('redisUrl', 'url' in redis ? redis.url : undefined);
+  project.provide('redisSkipReason', 'skipReason' in redis ? redis.skipReason : undefined);
+  project.provide('redisCluster', 'nodes' in redisCluster ? redisCluster.nodes : undefined);
+  project.provide('redisClusterSkipReason', 'skipReason' in redisCluster ? redisCluster.skipReason : undefined);
+  return release;
 }

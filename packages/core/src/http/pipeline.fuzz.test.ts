@@ -8,9 +8,10 @@
  *    the answer's and its code one of the closed set (HEAD answers have no body);
  * 3. every answer carries the three `X-RateLimit-*` headers as whole numbers;
  * 4. a category is created by a 201 answer, exactly one, and by nothing else;
- * 5. an answer costs at most 500 ms + 1 s per MiB of request in CPU time: generous, it only catches
- *    blow-ups such as quadratic work on a hostile body (speed itself is measured by the benchmarks);
- * 6. no API key or other credential of the request comes back in a header or the body.
+ * 5. no API key or other credential of the request comes back in a header or the body.
+ *
+ * What a request costs is not asserted here (no test times anything): the benchmark's hostile-bodies section
+ * measures the server CPU of every hostile body and holds the worst under its budget (`npm run bench`).
  *
  * After each property, the outcomes seen are checked to include every kind of answer the checks above
  * distinguish, so no check is left unexercised by the generators.
@@ -85,13 +86,9 @@ type Outcome = string;
 /** Sends one request and checks every invariant on its answer; returns the outcomes it showed. */
 async function sendAndCheck(store: TestPetstore, built: BuiltRequest): Promise<Outcome[]> {
   const before = store.categories.records.map((category) => ({ ...category }));
-  // CPU time, not wall time: while turbo runs builds and other suites beside this one, a request can wait
-  // for a core far longer than it works.
-  const started = process.cpuUsage();
   // A rejection fails the property: `handle` must answer.
   const response = await store.petstore.handle(built.request);
-  const used = process.cpuUsage(started);
-  return checkAnswer(store, built, response, before, (used.user + used.system) / 1000);
+  return checkAnswer(store, built, response, before);
 }
 
 function checkAnswer(
@@ -99,7 +96,6 @@ function checkAnswer(
   built: BuiltRequest,
   response: PetstoreResponse,
   before: readonly object[],
-  cpuMs: number,
 ): Outcome[] {
   const { status, headers, body } = response;
   const head = /^head$/i.test(built.request.method);
@@ -144,13 +140,7 @@ function checkAnswer(
     outcomes.push(`201 from ${built.request.body?.kind ?? 'no body'}`);
   }
 
-  // 5. Work bounded by size: CPU time within 500 ms + 1 s per MiB. Far above what any request costs (the
-  // worst 1 MiB bodies: BENCHMARKS.md, section "Hostile bodies: POST /v1/categories, up to 1 MiB"), so only
-  // a blow-up fails it — quadratic work on a long value costs seconds already at a few hundred KiB.
-  const boundMs = 500 + (1000 * built.size) / MEBIBYTE;
-  expect(cpuMs, `CPU time (ms) for a request of ${built.size} bytes`).toBeLessThanOrEqual(boundMs);
-
-  // 6. No credential echoed.
+  // 5. No credential echoed.
   const texts = [...Object.entries(headers).flat(), body ?? ''];
   for (const secret of [...VALID_KEYS, ...built.secrets]) {
     for (const text of texts) expect(text.includes(secret), `a credential appears in the answer: ${text.slice(0, 200)}`).toBe(false);
