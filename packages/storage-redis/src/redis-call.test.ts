@@ -28,15 +28,34 @@ afterEach(() => {
 });
 
 describe('createDeadline', () => {
-  it('answers what the call answers, value or error, when it settles in time', async () => {
+  it('answers what the call answers, value or error, when it settles in time, and clears its timer then', async () => {
     const withDeadline = createDeadline(200);
-    await expect(withDeadline(Promise.resolve(7))).resolves.toBe(7);
-    const late = watch(withDeadline(after(199, 'late but in time')));
-    await vi.advanceTimersByTimeAsync(199);
-    expect(late.state()).toEqual({ status: 'fulfilled', value: 'late but in time' });
-    const failure = new Error('reply error');
-    await expect(withDeadline(Promise.reject(failure))).rejects.toBe(failure);
-    expect(vi.getTimerCount()).toBe(0); // every deadline's timer was cleared when its call settled
+    // The deadline's timer is the one setTimeout call made while withDeadline runs (synchronously); it must be
+    // cleared once the call settles. (Counting every pending timer would also count other code's.)
+    const setTimer = vi.spyOn(globalThis, 'setTimeout');
+    const clearTimer = vi.spyOn(globalThis, 'clearTimeout');
+    const timerOf = (start: () => Promise<unknown>) => {
+      const calls = setTimer.mock.results.length;
+      const promise = start();
+      expect(setTimer.mock.results.length, 'timers set by one withDeadline call').toBe(calls + 1);
+      return { promise, timer: setTimer.mock.results.at(-1)?.value as unknown };
+    };
+    try {
+      const quick = timerOf(() => withDeadline(Promise.resolve(7)));
+      await expect(quick.promise).resolves.toBe(7);
+      const slow = after(199, 'late but in time');
+      const late = timerOf(() => withDeadline(slow));
+      const lateState = watch(late.promise);
+      await vi.advanceTimersByTimeAsync(199);
+      expect(lateState.state()).toEqual({ status: 'fulfilled', value: 'late but in time' });
+      const failure = new Error('reply error');
+      const failed = timerOf(() => withDeadline(Promise.reject(failure)));
+      await expect(failed.promise).rejects.toBe(failure);
+      for (const { timer } of [quick, late, failed]) expect(clearTimer).toHaveBeenCalledWith(timer);
+    } finally {
+      setTimer.mockRestore();
+      clearTimer.mockRestore();
+    }
   });
 
   it('rejects each call that outlives its deadline, at the deadline, and only those', async () => {
@@ -80,11 +99,25 @@ describe('createDeadline', () => {
 
   it('keeps serving after many calls have come and gone, leaving no timer behind', async () => {
     const withDeadline = createDeadline(1000);
-    for (let round = 0; round < 3; round++) {
-      const values = await Promise.all(Array.from({ length: 5000 }, (_, i) => withDeadline(Promise.resolve(i))));
-      expect(values[4999]).toBe(4999);
+    // The deadlines' timers: the setTimeout calls made while the calls are started (synchronously, so no other
+    // code's timers are among them). Each must be cleared once its call has settled.
+    const setTimer = vi.spyOn(globalThis, 'setTimeout');
+    const clearTimer = vi.spyOn(globalThis, 'clearTimeout');
+    try {
+      for (let round = 0; round < 3; round++) {
+        const firstTimer = setTimer.mock.results.length;
+        const calls = Array.from({ length: 5000 }, (_, i) => withDeadline(Promise.resolve(i)));
+        const timers = setTimer.mock.results.slice(firstTimer).map((result) => result.value as unknown);
+        expect(timers).toHaveLength(5000);
+        const values = await Promise.all(calls);
+        expect(values[4999]).toBe(4999);
+        const cleared = new Set(clearTimer.mock.calls.map(([timer]) => timer as unknown));
+        expect(timers.filter((timer) => !cleared.has(timer)), 'timers left behind').toEqual([]);
+      }
+    } finally {
+      setTimer.mockRestore();
+      clearTimer.mockRestore();
     }
-    expect(vi.getTimerCount()).toBe(0);
     const hanging = watch(createDeadline(20)(never()));
     await vi.advanceTimersByTimeAsync(20);
     expect((hanging.state() as { reason: unknown }).reason).toBeInstanceOf(RedisTimeoutError);
