@@ -20,6 +20,32 @@ function watch<T>(promise: Promise<T>) {
   return { state: () => outcome };
 }
 
+/**
+ * Records the timers set and cleared while `run` runs, by wrapping the (fake) setTimeout and clearTimeout in place
+ * and putting them back after. Not vi.spyOn: vitest restores its spies again once the file is done, which would
+ * put back the fake setTimeout it wrapped after the fake timers were uninstalled.
+ */
+async function recordingTimers<T>(run: (timers: { set: unknown[]; cleared: Set<unknown> }) => Promise<T>): Promise<T> {
+  const setTimer = globalThis.setTimeout;
+  const clearTimer = globalThis.clearTimeout;
+  const timers = { set: [] as unknown[], cleared: new Set<unknown>() };
+  globalThis.setTimeout = ((...args: Parameters<typeof setTimeout>) => {
+    const timer = setTimer(...args);
+    timers.set.push(timer);
+    return timer;
+  }) as typeof setTimeout;
+  globalThis.clearTimeout = ((timer: Parameters<typeof clearTimeout>[0]) => {
+    timers.cleared.add(timer);
+    clearTimer(timer);
+  }) as typeof clearTimeout;
+  try {
+    return await run(timers);
+  } finally {
+    globalThis.setTimeout = setTimer;
+    globalThis.clearTimeout = clearTimer;
+  }
+}
+
 beforeEach(() => {
   vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
 });
@@ -32,15 +58,13 @@ describe('createDeadline', () => {
     const withDeadline = createDeadline(200);
     // The deadline's timer is the one setTimeout call made while withDeadline runs (synchronously); it must be
     // cleared once the call settles. (Counting every pending timer would also count other code's.)
-    const setTimer = vi.spyOn(globalThis, 'setTimeout');
-    const clearTimer = vi.spyOn(globalThis, 'clearTimeout');
-    const timerOf = (start: () => Promise<unknown>) => {
-      const calls = setTimer.mock.results.length;
-      const promise = start();
-      expect(setTimer.mock.results.length, 'timers set by one withDeadline call').toBe(calls + 1);
-      return { promise, timer: setTimer.mock.results.at(-1)?.value as unknown };
-    };
-    try {
+    await recordingTimers(async (timers) => {
+      const timerOf = (start: () => Promise<unknown>) => {
+        const before = timers.set.length;
+        const promise = start();
+        expect(timers.set.length, 'timers set by one withDeadline call').toBe(before + 1);
+        return { promise, timer: timers.set.at(-1) };
+      };
       const quick = timerOf(() => withDeadline(Promise.resolve(7)));
       await expect(quick.promise).resolves.toBe(7);
       const slow = after(199, 'late but in time');
@@ -51,11 +75,8 @@ describe('createDeadline', () => {
       const failure = new Error('reply error');
       const failed = timerOf(() => withDeadline(Promise.reject(failure)));
       await expect(failed.promise).rejects.toBe(failure);
-      for (const { timer } of [quick, late, failed]) expect(clearTimer).toHaveBeenCalledWith(timer);
-    } finally {
-      setTimer.mockRestore();
-      clearTimer.mockRestore();
-    }
+      for (const { timer } of [quick, late, failed]) expect(timers.cleared.has(timer), 'its timer cleared').toBe(true);
+    });
   });
 
   it('rejects each call that outlives its deadline, at the deadline, and only those', async () => {
@@ -101,23 +122,17 @@ describe('createDeadline', () => {
     const withDeadline = createDeadline(1000);
     // The deadlines' timers: the setTimeout calls made while the calls are started (synchronously, so no other
     // code's timers are among them). Each must be cleared once its call has settled.
-    const setTimer = vi.spyOn(globalThis, 'setTimeout');
-    const clearTimer = vi.spyOn(globalThis, 'clearTimeout');
-    try {
+    await recordingTimers(async (timers) => {
       for (let round = 0; round < 3; round++) {
-        const firstTimer = setTimer.mock.results.length;
+        const firstTimer = timers.set.length;
         const calls = Array.from({ length: 5000 }, (_, i) => withDeadline(Promise.resolve(i)));
-        const timers = setTimer.mock.results.slice(firstTimer).map((result) => result.value as unknown);
-        expect(timers).toHaveLength(5000);
+        const started = timers.set.slice(firstTimer);
+        expect(started).toHaveLength(5000);
         const values = await Promise.all(calls);
         expect(values[4999]).toBe(4999);
-        const cleared = new Set(clearTimer.mock.calls.map(([timer]) => timer as unknown));
-        expect(timers.filter((timer) => !cleared.has(timer)), 'timers left behind').toEqual([]);
+        expect(started.filter((timer) => !timers.cleared.has(timer)), 'timers left behind').toEqual([]);
       }
-    } finally {
-      setTimer.mockRestore();
-      clearTimer.mockRestore();
-    }
+    });
     const hanging = watch(createDeadline(20)(never()));
     await vi.advanceTimersByTimeAsync(20);
     expect((hanging.state() as { reason: unknown }).reason).toBeInstanceOf(RedisTimeoutError);
