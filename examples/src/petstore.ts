@@ -1,9 +1,5 @@
 import { createPetstore, staticApiKeys, type CategoryStore, type Petstore, type RateLimitStore, type StoreFailurePolicy } from '@petstore/core';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
-import { migratePostgres, postgresCategoryStore, postgresRateLimitStore } from '@petstore/storage-postgres';
-import { redisCategoryStore, redisRateLimitStore } from '@petstore/storage-redis';
-import { Redis } from 'ioredis';
-import pg from 'pg';
 import { redactUrl, type ExampleConfig } from './config.js';
 import { exampleHandlers } from './host-operations.js';
 import { describeError } from './startup.js';
@@ -46,6 +42,9 @@ export interface ExamplePetstore {
  *
  * Reset times come from the rate-limit store's clock (Redis's or PostgreSQL's).
  *
+ * The PostgreSQL and Redis packages (and their clients) are imported only when configured: a server on memory
+ * storage starts without loading them.
+ *
  * The OpenAPI description lists `config.openapiServers` (Production, Staging) when set.
  *
  * @throws Error naming the variable (`PETSTORE_DATABASE_URL`, `PETSTORE_REDIS_URL`) and the URL without its
@@ -76,6 +75,10 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
   try {
     if (config.databaseUrl !== undefined) {
       const url = config.databaseUrl;
+      const [{ default: pg }, { migratePostgres, postgresCategoryStore, postgresRateLimitStore }] = await Promise.all([
+        import('pg'),
+        import('@petstore/storage-postgres'),
+      ]);
       // A connection attempt gives up after 10 s (as ioredis's connectTimeout), not the operating system's minutes.
       const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 10_000 });
       pool.on('error', () => undefined); // a dropped idle connection; requests report failures through the policy
@@ -88,6 +91,7 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
     }
     if (config.redisUrl !== undefined) {
       const url = config.redisUrl;
+      const [{ Redis }, { redisCategoryStore, redisRateLimitStore }] = await Promise.all([import('ioredis'), import('@petstore/storage-redis')]);
       const client = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true });
       // Reported per request through the failure policy; the last one also explains a failed start-up, where
       // connect() itself only rejects with "Connection is closed.".
