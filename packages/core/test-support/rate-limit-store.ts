@@ -2,7 +2,7 @@
  * An in-test {@link RateLimitStore}: a Map of states to which {@link decideConsume} is applied in one
  * synchronous step, so concurrent calls are atomic per key. For this package's own tests only; not exported.
  */
-import { decideConsume, type RateLimitState } from '../src/rate-limit/fixed-window.js';
+import { decideConsume, peekState, type RateLimitState } from '../src/rate-limit/fixed-window.js';
 import type { RateLimitStore } from '../src/rate-limit/types.js';
 
 /** A {@link RateLimitStore} that also tells which keys it holds. */
@@ -13,6 +13,8 @@ export interface TestRateLimitStore extends RateLimitStore {
   ttlMs(key: string, nowMs: number): number | undefined;
   /** Removes a key's expiry, as a lost TTL would. */
   dropTtl(key: string): void;
+  /** The state held for a key (unexpired at `nowMs`), as the store keeps it. */
+  stateOf(key: string, nowMs: number): RateLimitState | undefined;
 }
 
 /**
@@ -29,6 +31,18 @@ export function testRateLimitStore(): TestRateLimitStore {
       entries.set(key, { state: decision.state, expiresAtMs: decision.expiresAtMs });
       return Promise.resolve(decision.result);
     },
+    peek(key, nowMs) {
+      const stored = entries.get(key);
+      return Promise.resolve(peekState(stored !== undefined && nowMs < stored.expiresAtMs ? stored.state : undefined, nowMs));
+    },
+    reset(key) {
+      entries.delete(key);
+      return Promise.resolve();
+    },
+    stateOf(key, nowMs) {
+      const stored = entries.get(key);
+      return stored !== undefined && nowMs < stored.expiresAtMs ? stored.state : undefined;
+    },
     ttlMs(key, nowMs) {
       const entry = entries.get(key);
       return entry === undefined ? undefined : entry.expiresAtMs - nowMs;
@@ -42,3 +56,12 @@ export function testRateLimitStore(): TestRateLimitStore {
     },
   };
 }
+
+/**
+ * `peek` and `reset` for a store written inline for one test of `consume` alone: both reject, so a test that
+ * reaches them by mistake fails loudly.
+ */
+export const NO_PEEK_RESET: Pick<RateLimitStore, 'peek' | 'reset'> = Object.freeze({
+  peek: () => Promise.reject(new Error('peek is not part of this test store')),
+  reset: () => Promise.reject(new Error('reset is not part of this test store')),
+});

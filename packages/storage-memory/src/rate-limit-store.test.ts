@@ -9,10 +9,12 @@ const minuteAndDay = (perMinute: number, perDay: number): RateLimitWindow[] => [
   { name: 'minute', limit: perMinute, windowMs: MINUTE_MS },
   { name: 'day', limit: perDay, windowMs: DAY_MS },
 ];
-const request = (windows: readonly RateLimitWindow[], nowMs: number, ban?: ConsumeRequest['ban']): ConsumeRequest => ({
+const request = (windows: readonly RateLimitWindow[], nowMs: number, ban?: ConsumeRequest['ban'], cost = 1): ConsumeRequest => ({
   windows,
+  cost,
   nowMs,
   ban,
+  banSubject: '',
 });
 
 describe('memoryRateLimitStore', () => {
@@ -139,7 +141,13 @@ describe('memoryRateLimitStore', () => {
   it('makes a new, empty store with the same bounds and clock (newStore)', async () => {
     const clock = fakeClock(Date.UTC(2026, 0, 1));
     const store = memoryRateLimitStore({ maxKeys: 3, clock });
-    const request: ConsumeRequest = { windows: [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }], nowMs: clock.now(), ban: undefined };
+    const request: ConsumeRequest = {
+      windows: [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }],
+      cost: 1,
+      nowMs: clock.now(),
+      ban: undefined,
+      banSubject: '',
+    };
     await store.consume('shared-name', request);
     const other = store.newStore();
     expect(other.size).toBe(0);

@@ -2,7 +2,7 @@ import { describe, expect, it, vi } from 'vitest';
 import type { PlanLimits, Principal } from '../auth/principal.js';
 import { fakeClock } from '../testing/fake-clock.js';
 import { createRateLimiter, type RateLimitDecision, type RateLimiter, type RateLimitSubject } from './engine.js';
-import { testRateLimitStore } from '../../test-support/rate-limit-store.js';
+import { NO_PEEK_RESET, testRateLimitStore } from '../../test-support/rate-limit-store.js';
 import type { BanPolicy } from './types.js';
 
 const SECOND = 1_000;
@@ -208,6 +208,7 @@ describe('createRateLimiter: anonymous callers', () => {
     const keyed = testRateLimitStore();
     let created = 0;
     const store = {
+      ...NO_PEEK_RESET,
       consume: keyed.consume.bind(keyed),
       newStore: () => {
         created++;
@@ -219,7 +220,7 @@ describe('createRateLimiter: anonymous callers', () => {
     await limiter.consume(principal('free', undefined, 'k1'));
     expect(created).toBe(1);
     expect(anonymous.keys(T0)).toEqual(['anon:203.0.113.7']);
-    expect(keyed.keys(T0)).toEqual(['key:k1']);
+    expect(keyed.keys(T0)).toEqual(['account:account-k1']);
   });
 
   it('keeps anonymous callers in the separate anonymousStore when given', async () => {
@@ -228,7 +229,7 @@ describe('createRateLimiter: anonymous callers', () => {
     await limiter.consume({ clientAddress: '203.0.113.7' });
     await limiter.consume(principal('free', undefined, 'k1'));
     expect(anonymousStore.keys(T0)).toEqual(['anon:203.0.113.7']);
-    expect(store.keys(T0)).toEqual(['key:k1']);
+    expect(store.keys(T0)).toEqual(['account:account-k1']);
   });
 });
 

@@ -181,7 +181,7 @@ export function createRateLimitDecider(options: RateLimiterOptions): (subject: R
   function planOf(principal: Principal): { key: string; windows: RateLimitWindow[] } {
     let plan = principalPlans.get(principal);
     if (plan === undefined) {
-      plan = { key: `key:${principal.keyId}`, windows: windowsOf(principal) };
+      plan = { key: `account:${principal.accountId}`, windows: windowsOf(principal) };
       // Only a frozen principal cannot change plan or limits behind the cache's back.
       if (Object.isFrozen(principal) && (principal.limits === undefined || Object.isFrozen(principal.limits))) {
         principalPlans.set(principal, plan);
@@ -200,11 +200,11 @@ export function createRateLimitDecider(options: RateLimiterOptions): (subject: R
       const plan = planOf(subject.principal);
       primary = store;
       key = plan.key;
-      request = { windows: plan.windows, nowMs, ban };
+      request = { windows: plan.windows, cost: 1, nowMs, ban, banSubject: subject.principal.keyId };
     } else {
       primary = anonymousStore;
       key = 'anonymousKey' in subject ? `anon:${subject.anonymousKey}` : `anon:${normalizeClientAddress(subject.clientAddress, ipv6Subnet)}`;
-      request = { windows: anonymousWindows, nowMs, ban };
+      request = { windows: anonymousWindows, cost: 1, nowMs, ban, banSubject: '' };
     }
     let result: ConsumeResult;
     try {

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { decideConsume, type RateLimitState } from '../rate-limit/fixed-window.js';
-import { testRateLimitStore } from '../../test-support/rate-limit-store.js';
+import { NO_PEEK_RESET, testRateLimitStore } from '../../test-support/rate-limit-store.js';
 import type { RateLimitStore, WindowUsage } from '../rate-limit/types.js';
 import type { Category } from '../schemas.js';
 import type { CategoryStore } from '../storage/category-store.js';
@@ -53,6 +53,7 @@ describe('the conformance suites catch broken stores', () => {
   it('fail a get-then-set rate-limit store on the burst, and only there', async () => {
     const states = new Map<string, RateLimitState>();
     const getThenSet: RateLimitStore = {
+      ...NO_PEEK_RESET,
       async consume(key, request) {
         const previous = states.get(key); // get …
         await tick(); // … a network hop …
@@ -72,6 +73,7 @@ describe('the conformance suites catch broken stores', () => {
   it('fail a store that charges each window on its own (a minute rejection burns the day)', async () => {
     const counts = new Map<string, number>();
     const oneByOne: RateLimitStore = {
+      ...NO_PEEK_RESET,
       async consume(key, request) {
         const windows: WindowUsage[] = request.windows.map((window) => {
           const start = Math.floor(request.nowMs / window.windowMs) * window.windowMs;

@@ -84,27 +84,27 @@ export function runRateLimitStoreConformance(test: ConformanceTestApi, options: 
   test.describe(options.name ?? 'RateLimitStore conformance', () => {
     caseWith('admits exactly the quota under a burst of parallel consumes, never one more', async ({ store }) => {
       const results = await Promise.all(
-        Array.from({ length: 200 }, () => store.consume('key:burst', { windows: minuteAndDay(50, 1000), nowMs: T0 + 1, ban: undefined })),
+        Array.from({ length: 200 }, () => store.consume('key:burst', { windows: minuteAndDay(50, 1000), nowMs: T0 + 1, ban: undefined, cost: 1, banSubject: '' })),
       );
       assert.equal(results.filter((result) => result.allowed).length, 50, 'admitted of 200 parallel with quota 50');
       for (const result of results.filter((r) => !r.allowed)) {
         assert.equal(result.allowed ? -1 : result.reason, 'rate_limited');
         assert.equal(usage(result, 'minute').remaining, 0);
       }
-      const after = await store.consume('key:burst', { windows: minuteAndDay(50, 1000), nowMs: T0 + 2, ban: undefined });
+      const after = await store.consume('key:burst', { windows: minuteAndDay(50, 1000), nowMs: T0 + 2, ban: undefined, cost: 1, banSubject: '' });
       assert.equal(usage(after, 'day').used, 50, 'the day counted only the 50 admitted');
     });
 
     caseWith('charges all windows or none: a full minute does not burn the day, a full day not the minute', async ({ store }) => {
       const windows = minuteAndDay(2, 3);
-      for (let i = 0; i < 2; i++) assert.equal((await store.consume('key:aon', { windows, nowMs: T0, ban: undefined })).allowed, true);
-      const minuteFull = await store.consume('key:aon', { windows, nowMs: T0 + 10, ban: undefined });
+      for (let i = 0; i < 2; i++) assert.equal((await store.consume('key:aon', { windows, nowMs: T0, ban: undefined, cost: 1, banSubject: '' })).allowed, true);
+      const minuteFull = await store.consume('key:aon', { windows, nowMs: T0 + 10, ban: undefined, cost: 1, banSubject: '' });
       assert.equal(minuteFull.allowed, false);
       assert.equal(usage(minuteFull, 'day').used, 2, 'day untouched by the minute rejection');
-      const nextMinute = await store.consume('key:aon', { windows, nowMs: T0 + MINUTE_MS, ban: undefined });
+      const nextMinute = await store.consume('key:aon', { windows, nowMs: T0 + MINUTE_MS, ban: undefined, cost: 1, banSubject: '' });
       assert.equal(nextMinute.allowed, true);
       assert.equal(usage(nextMinute, 'day').used, 3);
-      const dayFull = await store.consume('key:aon', { windows, nowMs: T0 + 2 * MINUTE_MS, ban: undefined });
+      const dayFull = await store.consume('key:aon', { windows, nowMs: T0 + 2 * MINUTE_MS, ban: undefined, cost: 1, banSubject: '' });
       assert.equal(dayFull.allowed, false);
       assert.equal(usage(dayFull, 'minute').used, 0, 'minute untouched by the day rejection');
       assert.equal(usage(dayFull, 'minute').remaining, 2);
@@ -112,16 +112,16 @@ export function runRateLimitStoreConformance(test: ConformanceTestApi, options: 
 
     caseWith('does not charge rejected requests', async ({ store }) => {
       const windows = minuteAndDay(1, 100);
-      await store.consume('key:rej', { windows, nowMs: T0, ban: undefined });
-      for (let i = 0; i < 10; i++) await store.consume('key:rej', { windows, nowMs: T0 + i, ban: undefined });
-      const next = await store.consume('key:rej', { windows, nowMs: T0 + MINUTE_MS, ban: undefined });
+      await store.consume('key:rej', { windows, nowMs: T0, ban: undefined, cost: 1, banSubject: '' });
+      for (let i = 0; i < 10; i++) await store.consume('key:rej', { windows, nowMs: T0 + i, ban: undefined, cost: 1, banSubject: '' });
+      const next = await store.consume('key:rej', { windows, nowMs: T0 + MINUTE_MS, ban: undefined, cost: 1, banSubject: '' });
       assert.equal(next.allowed, true);
       assert.equal(usage(next, 'day').used, 2, '1 admitted + this one; the 10 rejections are not counted');
     });
 
     caseWith('reports remaining and reset exactly at window edges (epoch-aligned)', async ({ store }) => {
       const windows = minuteAndDay(3, 10);
-      const first = await store.consume('key:edge', { windows, nowMs: T0, ban: undefined });
+      const first = await store.consume('key:edge', { windows, nowMs: T0, ban: undefined, cost: 1, banSubject: '' });
       assert.equal(first.nowMs, T0, 'decides at the request time');
       assert.deepEqual(
         first.windows.map(({ name, limit, used, remaining, resetAtMs }) => ({ name, limit, used, remaining, resetAtMs })),
@@ -130,50 +130,50 @@ export function runRateLimitStoreConformance(test: ConformanceTestApi, options: 
           { name: 'day', limit: 10, used: 1, remaining: 9, resetAtMs: T0 + DAY_MS },
         ],
       );
-      const lastMs = await store.consume('key:edge', { windows, nowMs: T0 + MINUTE_MS - 1, ban: undefined });
+      const lastMs = await store.consume('key:edge', { windows, nowMs: T0 + MINUTE_MS - 1, ban: undefined, cost: 1, banSubject: '' });
       assert.equal(usage(lastMs, 'minute').used, 2, 'the last millisecond is still the same window');
       assert.equal(usage(lastMs, 'minute').resetAtMs, T0 + MINUTE_MS);
-      const nextWindow = await store.consume('key:edge', { windows, nowMs: T0 + MINUTE_MS, ban: undefined });
+      const nextWindow = await store.consume('key:edge', { windows, nowMs: T0 + MINUTE_MS, ban: undefined, cost: 1, banSubject: '' });
       assert.equal(usage(nextWindow, 'minute').used, 1, 'a new minute starts at the boundary');
       assert.equal(usage(nextWindow, 'minute').resetAtMs, T0 + 2 * MINUTE_MS);
       assert.equal(usage(nextWindow, 'day').used, 3);
-      const midWindow = await store.consume('key:edge2', { windows, nowMs: T0 + 12_345, ban: undefined });
+      const midWindow = await store.consume('key:edge2', { windows, nowMs: T0 + 12_345, ban: undefined, cost: 1, banSubject: '' });
       assert.equal(usage(midWindow, 'minute').resetAtMs, T0 + MINUTE_MS, 'windows align to the epoch, not the first request');
     });
 
     caseWith('starts a ban at the threshold, holds it without charging or extending, and ends it', async ({ store }) => {
       const windows = minuteAndDay(1, 100);
-      assert.equal((await store.consume('key:ban', { windows, nowMs: T0, ban: BAN })).allowed, true);
+      assert.equal((await store.consume('key:ban', { windows, nowMs: T0, ban: BAN, cost: 1, banSubject: '' })).allowed, true);
       const reasons: string[] = [];
       for (let i = 1; i <= 3; i++) {
-        const result = await store.consume('key:ban', { windows, nowMs: T0 + i, ban: BAN });
+        const result = await store.consume('key:ban', { windows, nowMs: T0 + i, ban: BAN, cost: 1, banSubject: '' });
         reasons.push(result.allowed ? 'allowed' : result.reason);
       }
       assert.deepEqual(reasons, ['rate_limited', 'rate_limited', 'banned']);
       const banEnd = T0 + 3 + BAN.durationMs;
-      const during = await store.consume('key:ban', { windows, nowMs: T0 + 5 * MINUTE_MS, ban: BAN });
+      const during = await store.consume('key:ban', { windows, nowMs: T0 + 5 * MINUTE_MS, ban: BAN, cost: 1, banSubject: '' });
       assert.equal(during.allowed ? 'allowed' : during.reason, 'banned', 'a fresh minute does not lift the ban');
       assert.equal(during.allowed || during.reason !== 'banned' ? 0 : during.bannedUntilMs, banEnd, 'not extended');
       assert.equal(usage(during, 'day').used, 1, 'nothing charged while banned');
-      const justBefore = await store.consume('key:ban', { windows, nowMs: banEnd - 1, ban: BAN });
+      const justBefore = await store.consume('key:ban', { windows, nowMs: banEnd - 1, ban: BAN, cost: 1, banSubject: '' });
       assert.equal(justBefore.allowed, false);
-      const after = await store.consume('key:ban', { windows, nowMs: banEnd, ban: BAN });
+      const after = await store.consume('key:ban', { windows, nowMs: banEnd, ban: BAN, cost: 1, banSubject: '' });
       assert.equal(after.allowed, true, 'the ban ends at bannedUntilMs');
       assert.equal(usage(after, 'day').used, 2);
     });
 
     caseWith('counts rejections toward a ban per interval and not without a ban policy', async ({ store }) => {
       const windows = minuteAndDay(1, 100);
-      await store.consume('key:strikes', { windows, nowMs: T0, ban: BAN });
-      await store.consume('key:strikes', { windows, nowMs: T0 + 1, ban: BAN });
-      await store.consume('key:strikes', { windows, nowMs: T0 + 2, ban: BAN });
+      await store.consume('key:strikes', { windows, nowMs: T0, ban: BAN, cost: 1, banSubject: '' });
+      await store.consume('key:strikes', { windows, nowMs: T0 + 1, ban: BAN, cost: 1, banSubject: '' });
+      await store.consume('key:strikes', { windows, nowMs: T0 + 2, ban: BAN, cost: 1, banSubject: '' });
       // A new interval: the two earlier rejections no longer count.
-      await store.consume('key:strikes', { windows, nowMs: T0 + MINUTE_MS, ban: BAN });
-      const second = await store.consume('key:strikes', { windows, nowMs: T0 + MINUTE_MS + 1, ban: BAN });
+      await store.consume('key:strikes', { windows, nowMs: T0 + MINUTE_MS, ban: BAN, cost: 1, banSubject: '' });
+      const second = await store.consume('key:strikes', { windows, nowMs: T0 + MINUTE_MS + 1, ban: BAN, cost: 1, banSubject: '' });
       assert.equal(second.allowed ? 'allowed' : second.reason, 'rate_limited');
-      await store.consume('key:noban', { windows, nowMs: T0, ban: undefined });
+      await store.consume('key:noban', { windows, nowMs: T0, ban: undefined, cost: 1, banSubject: '' });
       for (let i = 0; i < 10; i++) {
-        const result = await store.consume('key:noban', { windows, nowMs: T0 + i, ban: undefined });
+        const result = await store.consume('key:noban', { windows, nowMs: T0 + i, ban: undefined, cost: 1, banSubject: '' });
         assert.equal(result.allowed ? 'allowed' : result.reason, 'rate_limited');
       }
     });
@@ -181,30 +181,30 @@ export function runRateLimitStoreConformance(test: ConformanceTestApi, options: 
     caseWith('counts day-long and 30-day windows', async ({ store }) => {
       const month: RateLimitWindow = { name: 'month', limit: 2, windowMs: 30 * DAY_MS };
       const monthStart = Math.floor(T0 / month.windowMs) * month.windowMs;
-      assert.equal((await store.consume('key:month', { windows: [month], nowMs: monthStart, ban: undefined })).allowed, true);
+      assert.equal((await store.consume('key:month', { windows: [month], nowMs: monthStart, ban: undefined, cost: 1, banSubject: '' })).allowed, true);
       assert.equal(
-        (await store.consume('key:month', { windows: [month], nowMs: monthStart + 10 * DAY_MS, ban: undefined })).allowed,
+        (await store.consume('key:month', { windows: [month], nowMs: monthStart + 10 * DAY_MS, ban: undefined, cost: 1, banSubject: '' })).allowed,
         true,
       );
-      const third = await store.consume('key:month', { windows: [month], nowMs: monthStart + 29 * DAY_MS, ban: undefined });
+      const third = await store.consume('key:month', { windows: [month], nowMs: monthStart + 29 * DAY_MS, ban: undefined, cost: 1, banSubject: '' });
       assert.equal(third.allowed, false);
       assert.equal(usage(third, 'month').resetAtMs, monthStart + 30 * DAY_MS);
-      const next = await store.consume('key:month', { windows: [month], nowMs: monthStart + 30 * DAY_MS, ban: undefined });
+      const next = await store.consume('key:month', { windows: [month], nowMs: monthStart + 30 * DAY_MS, ban: undefined, cost: 1, banSubject: '' });
       assert.equal(next.allowed, true);
       const day = minuteAndDay(1000, 2);
-      await store.consume('key:day', { windows: day, nowMs: T0, ban: undefined });
-      await store.consume('key:day', { windows: day, nowMs: T0 + 12 * 3_600_000, ban: undefined });
-      assert.equal((await store.consume('key:day', { windows: day, nowMs: T0 + DAY_MS - 1, ban: undefined })).allowed, false);
-      assert.equal((await store.consume('key:day', { windows: day, nowMs: T0 + DAY_MS, ban: undefined })).allowed, true);
+      await store.consume('key:day', { windows: day, nowMs: T0, ban: undefined, cost: 1, banSubject: '' });
+      await store.consume('key:day', { windows: day, nowMs: T0 + 12 * 3_600_000, ban: undefined, cost: 1, banSubject: '' });
+      assert.equal((await store.consume('key:day', { windows: day, nowMs: T0 + DAY_MS - 1, ban: undefined, cost: 1, banSubject: '' })).allowed, false);
+      assert.equal((await store.consume('key:day', { windows: day, nowMs: T0 + DAY_MS, ban: undefined, cost: 1, banSubject: '' })).allowed, true);
     });
 
     caseWith('keeps the usage already counted across a plan change (new limits, same windows)', async ({ store }) => {
-      for (let i = 0; i < 3; i++) await store.consume('key:plan', { windows: minuteAndDay(5, 10), nowMs: T0, ban: undefined });
-      const upgraded = await store.consume('key:plan', { windows: minuteAndDay(50, 100), nowMs: T0 + 1, ban: undefined });
+      for (let i = 0; i < 3; i++) await store.consume('key:plan', { windows: minuteAndDay(5, 10), nowMs: T0, ban: undefined, cost: 1, banSubject: '' });
+      const upgraded = await store.consume('key:plan', { windows: minuteAndDay(50, 100), nowMs: T0 + 1, ban: undefined, cost: 1, banSubject: '' });
       assert.equal(upgraded.allowed, true);
       assert.equal(usage(upgraded, 'minute').used, 4);
       assert.equal(usage(upgraded, 'minute').remaining, 46);
-      const downgraded = await store.consume('key:plan', { windows: minuteAndDay(4, 100), nowMs: T0 + 2, ban: undefined });
+      const downgraded = await store.consume('key:plan', { windows: minuteAndDay(4, 100), nowMs: T0 + 2, ban: undefined, cost: 1, banSubject: '' });
       assert.equal(downgraded.allowed, false, '4 used of a new limit of 4');
     });
 
@@ -213,7 +213,7 @@ export function runRateLimitStoreConformance(test: ConformanceTestApi, options: 
       const results = await Promise.all(
         keys.flatMap((key) =>
           Array.from({ length: 30 }, () =>
-            Promise.resolve(store.consume(key, { windows: minuteAndDay(10, 100), nowMs: T0, ban: undefined })).then((result) => ({ key, result })),
+            Promise.resolve(store.consume(key, { windows: minuteAndDay(10, 100), nowMs: T0, ban: undefined, cost: 1, banSubject: '' })).then((result) => ({ key, result })),
           ),
         ),
       );
@@ -243,11 +243,11 @@ export function runRateLimitStoreConformance(test: ConformanceTestApi, options: 
           assert.ok(remaining <= endMs - now + 1000, `${what}: expiry ${remaining} ms is no later than ${endMs - now} ms`);
           assert.ok(remaining >= endMs - after - 1000, `${what}: expiry ${remaining} ms reaches ${endMs - after} ms`);
         };
-        await harness.store.consume('key:ttl', { windows: minuteAndDay(1, 100), nowMs: now, ban: undefined });
+        await harness.store.consume('key:ttl', { windows: minuteAndDay(1, 100), nowMs: now, ban: undefined, cost: 1, banSubject: '' });
         await expectLifetime('key:ttl', Math.floor(now / DAY_MS) * DAY_MS + DAY_MS, 'a minute + day key lives to the end of its day window');
-        await harness.store.consume('key:ttl-min', { windows: [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }], nowMs: now, ban: undefined });
+        await harness.store.consume('key:ttl-min', { windows: [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }], nowMs: now, ban: undefined, cost: 1, banSubject: '' });
         await expectLifetime('key:ttl-min', Math.floor(now / MINUTE_MS) * MINUTE_MS + MINUTE_MS, 'a minute-only key lives to its window end');
-        for (let i = 0; i < 4; i++) await harness.store.consume('key:ttl-ban', { windows: [{ name: 'minute', limit: 1, windowMs: MINUTE_MS }], nowMs: now, ban: BAN });
+        for (let i = 0; i < 4; i++) await harness.store.consume('key:ttl-ban', { windows: [{ name: 'minute', limit: 1, windowMs: MINUTE_MS }], nowMs: now, ban: BAN, cost: 1, banSubject: '' });
         await expectLifetime('key:ttl-ban', now + BAN.durationMs, 'a banned key lives until the ban ends');
       },
       options.capabilities?.expiry ?? true,
@@ -262,10 +262,10 @@ export function runRateLimitStoreConformance(test: ConformanceTestApi, options: 
         // Real time (a store may time its keys on its own clock), at the start of its minute so that both
         // consumes fall in one minute window.
         const now = Math.floor(Date.now() / MINUTE_MS) * MINUTE_MS;
-        await harness.store.consume('key:lost', { windows, nowMs: now, ban: undefined });
+        await harness.store.consume('key:lost', { windows, nowMs: now, ban: undefined, cost: 1, banSubject: '' });
         await drop('key:lost');
         assert.equal(await ttl('key:lost'), Number.POSITIVE_INFINITY, 'the harness removed the expiry');
-        const result = await harness.store.consume('key:lost', { windows, nowMs: now + 1, ban: undefined });
+        const result = await harness.store.consume('key:lost', { windows, nowMs: now + 1, ban: undefined, cost: 1, banSubject: '' });
         assert.equal(usage(result, 'minute').used, 2, 'the counters survived');
         const restored = await ttl('key:lost');
         assert.ok(restored !== undefined && Number.isFinite(restored) && restored > 0, 'the expiry is back');
