@@ -91,7 +91,7 @@ const ours: Contender = {
     const run = async (count: number): Promise<void> => {
       for (let i = 0; i < count; i++) {
         // A new request per decision with the current time, as the engine builds it.
-        const result = await store.consume(nextKey(), { windows: WINDOWS, nowMs: Date.now(), ban: DEFAULT_BAN_POLICY });
+        const result = await store.consume(nextKey(), { windows: WINDOWS, cost: 1, nowMs: Date.now(), ban: DEFAULT_BAN_POLICY, banSubject: '' });
         if (!result.allowed) throw new Error(`benchmark decision rejected: ${result.reason}`);
       }
     };

@@ -48,7 +48,7 @@ function usedBytes(gc: () => void): number {
 async function fill(store: MemoryRateLimitStore, count: number, maxKeys?: number): Promise<void> {
   const nextKey = keySource();
   for (let i = 0; i < count; i++) {
-    const result = await store.consume(nextKey(), { windows: WINDOWS, nowMs: Date.now(), ban: DEFAULT_BAN_POLICY });
+    const result = await store.consume(nextKey(), { windows: WINDOWS, cost: 1, nowMs: Date.now(), ban: DEFAULT_BAN_POLICY, banSubject: '' });
     if (!result.allowed) throw new Error(`fill decision rejected: ${result.reason}`);
     if (maxKeys !== undefined && store.size > maxKeys) {
       throw new Error(`store holds ${store.size} keys, more than maxKeys ${maxKeys}`);

@@ -25,15 +25,34 @@ export {
 export { PLAN_NAMES, isPlanName, type PlanLimits, type PlanName, type Principal } from './auth/principal.js';
 export { API_KEY_HASH_BYTES, apiKeyHashesEqual, hashApiKey, staticApiKeys, type ApiKeyStore, type StaticApiKey } from './auth/api-key.js';
 export { MAX_API_KEY_LENGTH } from './auth/bearer.js';
-export type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitStore, RateLimitWindow, WindowUsage } from './rate-limit/types.js';
-export { decideConsume, windowStartMs, type ConsumeDecision, type RateLimitState, type WindowCounter } from './rate-limit/fixed-window.js';
+export type {
+  BanPolicy,
+  ConsumeRequest,
+  ConsumeResult,
+  RateLimitSnapshot,
+  RateLimitStore,
+  RateLimitWindow,
+  WindowUsage,
+} from './rate-limit/types.js';
+export {
+  decideConsume,
+  peekState,
+  windowStartMs,
+  type BanState,
+  type ConsumeDecision,
+  type RateLimitState,
+  type WindowCounter,
+} from './rate-limit/fixed-window.js';
 export { DAY_MS, DEFAULT_ANONYMOUS_LIMITS, DEFAULT_BAN_POLICY, DEFAULT_PLAN_LIMITS, MINUTE_MS } from './rate-limit/plans.js';
 export { rateLimitHeaders, retryAfterSeconds, standardRateLimitHeaders } from './rate-limit/headers.js';
 export { DEFAULT_IPV6_SUBNET, UNKNOWN_CLIENT_ADDRESS } from './rate-limit/client-address.js';
 export {
   DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS,
   createRateLimiter,
+  type ConsumeOptions,
   type RateLimitDecision,
+  type RateLimitOwner,
+  type RateLimitPeek,
   type RateLimitSubject,
   type RateLimiter,
   type RateLimiterOptions,
@@ -56,6 +75,6 @@ export {
   type OpenApiOptions,
 } from './openapi/document.js';
 export { createPetstore, type FetchInfo, type Petstore } from './http/pipeline.js';
-export type { AnonymousRequest, PetstoreOptions, PetstoreRateLimitOptions } from './http/petstore-options.js';
-export type { GuardRequest, GuardResult } from './http/admission.js';
+export type { AnonymousRequest, CostName, PetstoreOptions, PetstoreRateLimitOptions } from './http/petstore-options.js';
+export type { GuardOptions, GuardRequest, GuardResult, PetstoreRateLimitSubject, PetstoreRateLimits } from './http/admission.js';
 export type { HostOperationContext, HostOperationHandler, HostOperationResult } from './http/host-operations.js';

@@ -63,7 +63,14 @@ export const PlanLimitsSchema = object(
   '{ requestsPerMinute, requestsPerDay } (whole numbers >= 0)',
 );
 
-const RateLimitStoreSchema = implementing('a RateLimitStore (an object with consume(key, request))', ['consume']);
+const RateLimitStoreSchema = implementing('a RateLimitStore (an object with consume(key, request), peek(key, nowMs) and reset(key))', [
+  'consume',
+  'peek',
+  'reset',
+]);
+
+/** A fail-open insurance store is only ever consumed (never peeked or reset: it is per process). */
+const InsuranceStoreSchema = implementing('a RateLimitStore (an object with consume(key, request))', ['consume']);
 
 const planNames = PLAN_NAMES.join(', ');
 const PlansSchema = v.strictObject(
@@ -83,7 +90,7 @@ const StoreFailureSchema = v.variant(
   'mode',
   [
     object({ mode: v.literal('fail-closed'), retryAfterSeconds: v.optional(wholeNumber(1)) }, "{ mode: 'fail-closed', retryAfterSeconds? }"),
-    object({ mode: v.literal('fail-open'), insuranceStore: RateLimitStoreSchema }, "{ mode: 'fail-open', insuranceStore }"),
+    object({ mode: v.literal('fail-open'), insuranceStore: InsuranceStoreSchema }, "{ mode: 'fail-open', insuranceStore }"),
   ],
   "must be { mode: 'fail-closed', retryAfterSeconds? } or { mode: 'fail-open', insuranceStore }",
 );
@@ -116,8 +123,24 @@ function options<T extends Record<string, v.GenericSchema>>(entries: T, hints: R
   });
 }
 
-/** `rateLimit` of `createPetstore`: the engine's options, plus `anonymousKey` (a function of the request). */
-export const RateLimitOptionsSchema = options({ ...rateLimitEntries, anonymousKey: v.optional(method('a function (request) => string | undefined')) });
+/** The names `rateLimit.cost` takes: every operation, and `guard` (the host's routes behind `petstore.guard`). */
+export const COST_NAMES = [...OPERATIONS.map((operation) => operation.operationId), 'guard'] as const;
+
+const CostSchema = v.strictObject(
+  Object.fromEntries(COST_NAMES.map((name) => [name, v.optional(wholeNumber(1))])),
+  (issue) =>
+    issue.expected === 'never' ? `is not an operation or guard (names: ${COST_NAMES.join(', ')})` : 'must be an object of costs by operationId',
+);
+
+/**
+ * `rateLimit` of `createPetstore`: the engine's options, plus `anonymousKey` (a function of the request) and
+ * `cost` (units per operation).
+ */
+export const RateLimitOptionsSchema = options({
+  ...rateLimitEntries,
+  anonymousKey: v.optional(method('a function (request) => string | undefined')),
+  cost: v.optional(CostSchema),
+});
 
 /**
  * The options of `createRateLimiter`: the engine's options plus `clock`. No `anonymousKey`: the engine sees no
@@ -125,7 +148,10 @@ export const RateLimitOptionsSchema = options({ ...rateLimitEntries, anonymousKe
  */
 export const RateLimiterOptionsSchema = options(
   { ...rateLimitEntries, clock: v.optional(ClockSchema) },
-  { anonymousKey: 'the engine sees no request: pass the key to consume({ anonymousKey })' },
+  {
+    anonymousKey: 'the engine sees no request: pass the key to consume({ anonymousKey })',
+    cost: 'the engine charges what its caller says: pass consume(subject, { cost })',
+  },
 );
 
 const operationIds = OPERATIONS.map((operation) => operation.operationId);

@@ -1,5 +1,6 @@
 import {
   decideConsume,
+  peekState,
   systemClock,
   type Clock,
   type RateLimitState,
@@ -36,6 +37,13 @@ export interface MemoryRateLimitStore extends RateLimitStore {
   purgeExpired(): number;
   /** Remaining lifetime of a key's entry in ms; `undefined` when the store holds nothing for it. */
   remainingTtlMs(key: string): number | undefined;
+  /**
+   * A copy of the record held for `key` (a `RateLimitState`, as `decideConsume` left it), or `undefined` when the
+   * store holds none. An entry past its expiry is returned until it is dropped (when read by a later consume,
+   * evicted or purged); its contents are all ended by then. For tests that compare the store with the model
+   * (`runRateLimitModelComparison` from `@petstore/core/testing`) and for diagnostics; `peek` is the operator's read.
+   */
+  readState(key: string): RateLimitState | undefined;
   /** A new, empty store with the same `maxKeys` and clock, sharing nothing with this one. */
   newStore(): MemoryRateLimitStore;
 }
@@ -47,7 +55,8 @@ export const DEFAULT_MAX_KEYS = 100_000;
  * A rate-limit store in process memory, on an LRU cache bounded by `maxKeys`.
  *
  * Each `consume` reads, decides (`decideConsume` from the core) and writes back in one synchronous step before
- * it answers its promise, so it is atomic per key within the process. Every entry expires when its last window (or ban) ends: no timer per key, and no
+ * it answers its promise, so it is atomic per key within the process. `peek` reads a record at the time it is
+ * given (`peekState` from the core) without touching it; `reset` deletes it. Every entry expires when its last window (or ban) ends: no timer per key, and no
  * `setTimeout` limit on day- or month-long windows; an expired entry is dropped when read, evicted or purged. State is per
  * instance; several processes do not share it (use a networked store for that).
  *
@@ -78,6 +87,10 @@ export function memoryRateLimitStore(options: MemoryRateLimitStoreOptions = {}):
       cache.delete(key);
       return undefined;
     },
+    readState(key) {
+      const entry = cache.peek(key);
+      return entry === undefined ? undefined : structuredClone(entry.state);
+    },
     purgeExpired() {
       const nowMs = clock.now();
       const expired: string[] = [];
@@ -102,6 +115,14 @@ export function memoryRateLimitStore(options: MemoryRateLimitStoreOptions = {}):
         cache.set(key, { state: decision.state, expiresAtMs: decision.expiresAtMs });
       }
       return decision.result;
+    },
+    async peek(key, nowMs) {
+      // cache.peek: an operator's read does not make a key recently used.
+      const entry = cache.peek(key);
+      return peekState(entry !== undefined && isLive(entry, nowMs) ? entry.state : undefined, nowMs);
+    },
+    async reset(key) {
+      cache.delete(key);
     },
   };
 }

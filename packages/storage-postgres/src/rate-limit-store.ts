@@ -66,6 +66,13 @@ export function postgresRateLimitStore(options: PostgresRateLimitStoreOptions): 
   const sql = `SELECT now_ms, outcome, banned_until_ms, used FROM ${names.consumeFunction}($1, $2, $3, $4, $5, $6, $7, $8)`;
 
   return {
+    // Stubs for the store contract v2 (issue 21), replaced by the PostgreSQL part of that issue.
+    async peek() {
+      throw new Error('not implemented yet');
+    },
+    async reset() {
+      throw new Error('not implemented yet');
+    },
     async consume(key: string, request: ConsumeRequest): Promise<ConsumeResult> {
       const { windows, ban } = request;
       if (time === 'request') assertWhole(request.nowMs, 'nowMs', 0);

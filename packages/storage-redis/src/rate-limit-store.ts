@@ -124,6 +124,13 @@ export function redisRateLimitStore(options: RedisRateLimitStoreOptions): RedisR
   const consumeInBatch = createConsumeBatches(client, time, createDeadline(callTimeoutMs));
 
   return {
+    // Stubs for the store contract v2 (issue 21), replaced by the Redis part of that issue.
+    async peek() {
+      throw new Error('not implemented yet');
+    },
+    async reset() {
+      throw new Error('not implemented yet');
+    },
     redisKey: (key) => rateLimitRedisKey(key, keyPrefix),
     async consume(key, request) {
       if (time === 'request' && !Number.isSafeInteger(request.nowMs)) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { staticApiKeys } from '../auth/api-key.js';
-import { testRateLimitStore } from '../../test-support/rate-limit-store.js';
+import { NO_PEEK_RESET, testRateLimitStore } from '../../test-support/rate-limit-store.js';
 import type { PetstoreEvent, PetstoreLogger } from './events.js';
 import { CLIENT_ADDRESS, expectError, keyIdOf, request, testPetstore, type TestPetstore } from '../../test-support/petstore.js';
 import type { PetstoreOptions } from './petstore-options.js';
@@ -256,7 +256,7 @@ describe('events: store failures', () => {
     const cause = new Error('redis down');
     const events: PetstoreEvent[] = [];
     const { petstore } = testPetstore({
-      rateLimit: { store: { consume: () => Promise.reject(cause) } },
+      rateLimit: { store: { ...NO_PEEK_RESET, consume: () => Promise.reject(cause) } },
       onEvent: (event) => events.push(event),
     });
     const response = await petstore.handle({ method: 'GET', path: '/categories', headers: {} });

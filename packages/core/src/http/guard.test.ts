@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { testRateLimitStore } from '../../test-support/rate-limit-store.js';
+import { NO_PEEK_RESET, testRateLimitStore } from '../../test-support/rate-limit-store.js';
 import type { GuardResult } from './admission.js';
 import {
   FREE_KEY,
@@ -119,7 +119,7 @@ describe('guard', () => {
 
   it('fails closed with a 503 service_unavailable answer when the rate-limit store fails, and never throws', async () => {
     const error = new Error('redis down');
-    const { petstore, internalErrors } = testPetstore({ rateLimit: { store: { consume: () => Promise.reject(error) } } });
+    const { petstore, internalErrors } = testPetstore({ rateLimit: { store: { ...NO_PEEK_RESET, consume: () => Promise.reject(error) } } });
     const response = refused(await petstore.guard(request(HOST_ROUTE)));
     expectError(response, 503, 'service_unavailable');
     expect(response.headers['retry-after']).toBe('5');
@@ -131,6 +131,7 @@ describe('guard', () => {
     const { petstore } = testPetstore({
       rateLimit: {
         store: {
+          ...NO_PEEK_RESET,
           consume: () => {
             throw new Error('not connected');
           },
@@ -147,7 +148,7 @@ describe('guard', () => {
   it('admits through the insurance store when configured to fail open', async () => {
     const { petstore } = testPetstore({
       rateLimit: {
-        store: { consume: () => Promise.reject(new Error('down')) },
+        store: { ...NO_PEEK_RESET, consume: () => Promise.reject(new Error('down')) },
         onStoreFailure: { mode: 'fail-open', insuranceStore: testRateLimitStore() },
       },
     });

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { PetstoreError } from '../errors.js';
-import { testRateLimitStore } from '../../test-support/rate-limit-store.js';
+import { NO_PEEK_RESET, testRateLimitStore } from '../../test-support/rate-limit-store.js';
 import type { ConsumeResult, RateLimitStore } from '../rate-limit/types.js';
 import type { Category } from '../schemas.js';
 import type { CategoryStore } from '../storage/category-store.js';
@@ -383,7 +383,7 @@ describe('failures', () => {
   it('fails closed by default when the rate-limit store fails: 503 with Retry-After, nothing executed', async () => {
     const error = new Error('redis down');
     const { petstore, internalErrors, categories } = testPetstore({
-      rateLimit: { store: { consume: () => Promise.reject(error) } },
+      rateLimit: { store: { ...NO_PEEK_RESET, consume: () => Promise.reject(error) } },
     });
     const listed = await petstore.handle(get());
     expectError(listed, 503, 'service_unavailable');
@@ -397,7 +397,7 @@ describe('failures', () => {
   it('fails closed with the configured Retry-After', async () => {
     const { petstore } = testPetstore({
       rateLimit: {
-        store: { consume: () => Promise.reject(new Error('down')) },
+        store: { ...NO_PEEK_RESET, consume: () => Promise.reject(new Error('down')) },
         onStoreFailure: { mode: 'fail-closed', retryAfterSeconds: 30 },
       },
     });
@@ -408,7 +408,7 @@ describe('failures', () => {
     const insurance = testRateLimitStore();
     const { petstore } = testPetstore({
       rateLimit: {
-        store: { consume: () => Promise.reject(new Error('down')) },
+        store: { ...NO_PEEK_RESET, consume: () => Promise.reject(new Error('down')) },
         onStoreFailure: { mode: 'fail-open', insuranceStore: insurance },
       },
     });
@@ -472,6 +472,7 @@ describe('store answers', () => {
   it('accepts a thenable that is not a Promise from the rate-limit store', async () => {
     const inner = testRateLimitStore();
     const thenable: RateLimitStore = {
+      ...NO_PEEK_RESET,
       consume: (key, request) => {
         const pending = Promise.resolve(inner.consume(key, request));
         return { then: (onFulfilled, onRejected) => pending.then(onFulfilled, onRejected) } as Promise<ConsumeResult>;
@@ -485,6 +486,7 @@ describe('store answers', () => {
 
   it('fails closed with 503 when the rate-limit store throws instead of rejecting', async () => {
     const throwing: RateLimitStore = {
+      ...NO_PEEK_RESET,
       consume: () => {
         throw new Error('connection lost');
       },
