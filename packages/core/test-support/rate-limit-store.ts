@@ -15,19 +15,23 @@ export interface TestRateLimitStore extends RateLimitStore {
   dropTtl(key: string): void;
   /** The state held for a key (unexpired at `nowMs`), as the store keeps it. */
   stateOf(key: string, nowMs: number): RateLimitState | undefined;
+  /** A copy of the state held for a key, expired or not (the model comparison's `readState`). */
+  readState(key: string): Promise<RateLimitState | undefined>;
 }
 
 /**
  * Creates an empty in-memory store. A key's state is dropped once the decision's `expiresAtMs` is reached,
- * so tests also catch an `expiresAtMs` that comes too early.
+ * so tests also catch an `expiresAtMs` that comes too early. `decide` replaces `decideConsume` (the conformance
+ * meta-tests give it broken decisions).
  */
-export function testRateLimitStore(): TestRateLimitStore {
+export function testRateLimitStore(options: { decide?: typeof decideConsume } = {}): TestRateLimitStore {
+  const decide = options.decide ?? decideConsume;
   const entries = new Map<string, { state: RateLimitState; expiresAtMs: number }>();
   return {
     consume(key, request) {
       const stored = entries.get(key);
       const previous = stored !== undefined && request.nowMs < stored.expiresAtMs ? stored.state : undefined;
-      const decision = decideConsume(previous, request);
+      const decision = decide(previous, request);
       entries.set(key, { state: decision.state, expiresAtMs: decision.expiresAtMs });
       return Promise.resolve(decision.result);
     },
@@ -38,6 +42,10 @@ export function testRateLimitStore(): TestRateLimitStore {
     reset(key) {
       entries.delete(key);
       return Promise.resolve();
+    },
+    readState(key) {
+      const stored = entries.get(key);
+      return Promise.resolve(stored === undefined ? undefined : structuredClone(stored.state));
     },
     stateOf(key, nowMs) {
       const stored = entries.get(key);

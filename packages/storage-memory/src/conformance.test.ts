@@ -1,4 +1,4 @@
-import { runCategoryStoreConformance, runRateLimitStoreConformance } from '@petstore/core/testing';
+import { runCategoryStoreConformance, runRateLimitModelComparison, runRateLimitStoreConformance } from '@petstore/core/testing';
 import { describe, it } from 'vitest';
 import { memoryCategoryStore, memoryRateLimitStore } from './index.js';
 
@@ -14,6 +14,16 @@ runRateLimitStoreConformance(
     capabilities: { lostTtl: false },
   },
 );
+
+runRateLimitModelComparison({
+  describe,
+  it,
+  name: 'memoryRateLimitStore against the model',
+  harness: () => {
+    const store = memoryRateLimitStore();
+    return { store, readState: async (key) => store.readState(key) };
+  },
+});
 
 runCategoryStoreConformance(
   { describe, it },

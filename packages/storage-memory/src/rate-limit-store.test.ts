@@ -138,6 +138,52 @@ describe('memoryRateLimitStore', () => {
     expect(store.remainingTtlMs('key:a')).toBeUndefined();
   });
 
+  it('peeks without making a key recently used, and reads an expired entry as absent', async () => {
+    const store = memoryRateLimitStore({ maxKeys: 2 });
+    await store.consume('account:a', request(minuteAndDay(5, 10), START, undefined, 2));
+    await store.consume('account:b', request(minuteAndDay(5, 10), START));
+    const snapshot = await store.peek('account:a', START + 1);
+    expect(snapshot.windows.map(({ name, used, remaining }) => ({ name, used, remaining }))).toEqual([
+      { name: 'minute', used: 2, remaining: 3 },
+      { name: 'day', used: 2, remaining: 8 },
+    ]);
+    // a is still the least recently used: a third key evicts it, not b.
+    await store.consume('account:c', request(minuteAndDay(5, 10), START));
+    expect(store.readState('account:a')).toBeUndefined();
+    expect(store.readState('account:b')).toBeDefined();
+    expect(await store.peek('account:b', START + DAY_MS)).toEqual({ nowMs: START + DAY_MS, windows: [], bans: [] });
+  });
+
+  it('resets one record: it is gone, the others stay, and the next consume starts afresh', async () => {
+    const store = memoryRateLimitStore();
+    const ban = { rejectedThreshold: 1, intervalMs: MINUTE_MS, durationMs: 10 * MINUTE_MS };
+    await store.consume('account:a', { ...request(minuteAndDay(0, 10), START, ban), banSubject: 'k1' });
+    await store.consume('account:b', request(minuteAndDay(5, 10), START));
+    expect(store.size).toBe(2);
+    await store.reset('account:a');
+    await store.reset('account:missing');
+    expect(store.size).toBe(1);
+    expect(store.readState('account:a')).toBeUndefined();
+    const after = await store.consume('account:a', { ...request(minuteAndDay(5, 10), START + 1, ban), banSubject: 'k1' });
+    expect(after.allowed).toBe(true);
+    expect(after.windows.map((window) => window.used)).toEqual([1, 1]);
+  });
+
+  it('answers copies from readState: changing one changes nothing in the store', async () => {
+    const store = memoryRateLimitStore();
+    await store.consume('account:a', request(minuteAndDay(5, 10), START));
+    const copy = store.readState('account:a');
+    expect(copy).toEqual({
+      counters: {
+        minute: { startMs: START, count: 1, limit: 5, windowMs: MINUTE_MS },
+        day: { startMs: START, count: 1, limit: 10, windowMs: DAY_MS },
+      },
+      bans: {},
+    });
+    if (copy !== undefined) (copy.counters['minute'] as { count: number }).count = 99;
+    expect(store.readState('account:a')?.counters['minute']?.count).toBe(1);
+  });
+
   it('makes a new, empty store with the same bounds and clock (newStore)', async () => {
     const clock = fakeClock(Date.UTC(2026, 0, 1));
     const store = memoryRateLimitStore({ maxKeys: 3, clock });

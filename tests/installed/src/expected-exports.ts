@@ -13,8 +13,8 @@ export const EXPECTED_EXPORTS: Record<string, { values: string[]; types: string[
     types: ['NodeHandlerOptions','NodeRequestOptions'],
   },
   '@petstore/core/testing': {
-    values: ['fakeClock','runCategoryStoreConformance','runRateLimitStoreConformance','testClient'],
-    types: ['CategoryStoreConformanceOptions','CategoryStoreHarness','ConformanceTestApi','FakeClock','RateLimitStoreConformanceOptions','RateLimitStoreHarness','TestAnswer','TestClient','TestClientOptions'],
+    values: ['fakeClock','runCategoryStoreConformance','runRateLimitModelComparison','runRateLimitStoreConformance','testClient'],
+    types: ['CategoryStoreConformanceOptions','CategoryStoreHarness','ConformanceTestApi','FakeClock','RateLimitModelComparisonOptions','RateLimitModelHarness','RateLimitStoreConformanceOptions','RateLimitStoreHarness','TestAnswer','TestClient','TestClientOptions'],
   },
   '@petstore/storage-memory': {
     values: ['DEFAULT_MAX_CATEGORIES','DEFAULT_MAX_IDEMPOTENCY_KEYS','DEFAULT_MAX_KEYS','memoryCategoryStore','memoryRateLimitStore'],

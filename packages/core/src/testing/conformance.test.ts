@@ -1,15 +1,18 @@
 /**
- * The conformance suites themselves: they pass on correct reference stores, and they fail on the broken
- * stores the field keeps shipping (get-then-set, windows charged one by one, racy ids).
+ * The conformance suites and the model comparison themselves: they pass on correct reference stores, and they
+ * fail on the broken stores the field keeps shipping (get-then-set, windows charged one by one, racy ids) and on
+ * the mutations of the decision a review made or could make (an admitted request that forgets the rejections,
+ * a rejected request that charges, a ban one rejection late, a window boundary off by a millisecond, …).
  */
 import { describe, expect, it } from 'vitest';
-import { decideConsume, type RateLimitState } from '../rate-limit/fixed-window.js';
+import { decideConsume, peekState, type ConsumeDecision, type RateLimitState } from '../rate-limit/fixed-window.js';
 import { NO_PEEK_RESET, testRateLimitStore } from '../../test-support/rate-limit-store.js';
-import type { RateLimitStore, WindowUsage } from '../rate-limit/types.js';
+import type { ConsumeRequest, RateLimitStore, WindowUsage } from '../rate-limit/types.js';
 import type { Category } from '../schemas.js';
 import type { CategoryStore } from '../storage/category-store.js';
 import { testCategoryStore } from '../../test-support/category-store.js';
 import { runCategoryStoreConformance } from './category-store-suite.js';
+import { runRateLimitModelComparison, type RateLimitModelHarness } from './rate-limit-model-comparison.js';
 import { runRateLimitStoreConformance, type RateLimitStoreHarness } from './rate-limit-store-suite.js';
 import type { ConformanceTestApi } from './test-api.js';
 
@@ -23,6 +26,16 @@ function referenceHarness(): RateLimitStoreHarness {
 }
 
 runRateLimitStoreConformance({ describe, it }, { name: 'reference rate-limit store', createStore: referenceHarness });
+runRateLimitModelComparison({
+  describe,
+  it,
+  name: 'reference rate-limit store against the model',
+  harness: () => {
+    const store = testRateLimitStore();
+    return { store, readState: (key) => store.readState(key) };
+  },
+  seeds: [1, 2, 3],
+});
 runCategoryStoreConformance(
   { describe, it },
   { name: 'reference category store', createStore: () => ({ store: testCategoryStore() }), capabilities: { capacity: false } },
@@ -48,12 +61,14 @@ async function outcomesOf(register: (test: ConformanceTestApi) => void): Promise
 const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
 const BURST_CASE = 'admits exactly the quota under a burst of parallel consumes, never one more';
 const ALL_OR_NONE_CASE = 'charges all windows or none: a full minute does not burn the day, a full day not the minute';
+const COST_BURST_CASE = 'charges the cost to every window, all or nothing, also under a parallel burst';
 
 describe('the conformance suites catch broken stores', () => {
   it('fail a get-then-set rate-limit store on the burst, and only there', async () => {
     const states = new Map<string, RateLimitState>();
     const getThenSet: RateLimitStore = {
-      ...NO_PEEK_RESET,
+      peek: async (key, nowMs) => peekState(states.get(key), nowMs),
+      reset: async (key) => void states.delete(key),
       async consume(key, request) {
         const previous = states.get(key); // get …
         await tick(); // … a network hop …
@@ -66,7 +81,8 @@ describe('the conformance suites catch broken stores', () => {
       runRateLimitStoreConformance(test, { createStore: () => ({ store: getThenSet }), capabilities: { expiry: false, lostTtl: false } }),
     );
     expect(outcomes.get(BURST_CASE)).toMatch(/admitted of 200 parallel with quota 50/);
-    const otherFailures = [...outcomes].filter(([name, failure]) => failure !== undefined && name !== BURST_CASE);
+    expect(outcomes.get(COST_BURST_CASE)).toMatch(/admitted of 100 parallel costing 3 with quota 50/);
+    const otherFailures = [...outcomes].filter(([name, failure]) => failure !== undefined && name !== BURST_CASE && name !== COST_BURST_CASE);
     expect(otherFailures.map(([name]) => name)).toEqual(['keeps callers apart, also under parallel bursts']);
   });
 
@@ -157,5 +173,115 @@ describe('the conformance suites catch broken stores', () => {
     expect(outcomes.get('sets the expiry again on the next consume after a key lost it')).toMatch(
       /set capabilities.lostTtl to false/,
     );
+  });
+});
+
+type Decide = (previous: RateLimitState | undefined, request: ConsumeRequest) => ConsumeDecision;
+
+/** (a) An admitted request forgets the rejections its subject had counted toward a ban. */
+const forgetsRejectionsWhenAdmitted: Decide = (previous, request) => {
+  const decision = decideConsume(previous, request);
+  const own = decision.state.bans[request.banSubject];
+  if (!decision.result.allowed || own?.rejected === undefined) return decision;
+  const bans = { ...decision.state.bans };
+  if (own.bannedUntilMs > 0) bans[request.banSubject] = { rejected: undefined, bannedUntilMs: own.bannedUntilMs };
+  else delete bans[request.banSubject];
+  return { ...decision, state: { ...decision.state, bans } };
+};
+
+/** (b) A request refused for its rate charges the windows that had room for it. */
+const chargesWindowsWithRoomWhenRefused: Decide = (previous, request) => {
+  const decision = decideConsume(previous, request);
+  if (decision.result.allowed || decision.result.reason !== 'rate_limited') return decision;
+  const counters = { ...decision.state.counters };
+  for (const window of request.windows) {
+    const counter = counters[window.name];
+    if (counter !== undefined && counter.count + request.cost <= window.limit) counters[window.name] = { ...counter, count: counter.count + request.cost };
+  }
+  return { ...decision, state: { ...decision.state, counters } };
+};
+
+/** (c) A ban that starts one rejection late. */
+const banOneRejectionLate: Decide = (previous, request) =>
+  decideConsume(previous, request.ban === undefined ? request : { ...request, ban: { ...request.ban, rejectedThreshold: request.ban.rejectedThreshold + 1 } });
+
+/** (d) A window boundary off by one millisecond: a window still counts at the instant it ends. */
+const windowEndsOneMillisecondLate: Decide = (previous, request) => {
+  if (previous === undefined) return decideConsume(previous, request);
+  const counters = { ...previous.counters };
+  for (const [name, counter] of Object.entries(counters)) {
+    if (counter.startMs + counter.windowMs === request.nowMs) counters[name] = { ...counter, startMs: request.nowMs };
+  }
+  return decideConsume({ ...previous, counters }, request);
+};
+
+/** (e) Ours: a request is admitted while every window has any room left, whatever its cost (a `remaining > 0` test). */
+const admitsWhileAnyRoomIsLeft: Decide = (previous, request) => {
+  if (!decideConsume(previous, { ...request, cost: 1 }).result.allowed) return decideConsume(previous, request);
+  // Room for one unit: charged the full cost, past the limit if need be.
+  const unlimited = request.windows.map((window) => ({ ...window, limit: Number.MAX_SAFE_INTEGER }));
+  const decision = decideConsume(previous, { ...request, windows: unlimited });
+  const counters = { ...decision.state.counters };
+  const windows: WindowUsage[] = request.windows.map((window, index) => {
+    counters[window.name] = { ...(counters[window.name] as RateLimitState['counters'][string]), limit: window.limit };
+    const used = (decision.result.windows[index] as WindowUsage).used;
+    return { ...(decision.result.windows[index] as WindowUsage), limit: window.limit, remaining: Math.max(0, window.limit - used) };
+  });
+  return { ...decision, state: { ...decision.state, counters }, result: { allowed: true, nowMs: request.nowMs, windows } };
+};
+
+/** A store over a broken decision. */
+function brokenHarness(decide: Decide): RateLimitModelHarness {
+  const store = testRateLimitStore({ decide });
+  return { store, readState: (key) => store.readState(key) };
+}
+
+/** (f) Ours: a store whose reset clears the windows of a record and keeps its bans. */
+function resetKeepsBansHarness(): RateLimitModelHarness {
+  const entries = new Map<string, { state: RateLimitState; expiresAtMs: number }>();
+  const live = (key: string, nowMs: number) => {
+    const entry = entries.get(key);
+    return entry !== undefined && entry.expiresAtMs > nowMs ? entry.state : undefined;
+  };
+  return {
+    readState: async (key) => entries.get(key)?.state,
+    store: {
+      async consume(key, request) {
+        const decision = decideConsume(live(key, request.nowMs), request);
+        entries.set(key, { state: decision.state, expiresAtMs: decision.expiresAtMs });
+        return decision.result;
+      },
+      peek: async (key, nowMs) => peekState(live(key, nowMs), nowMs),
+      async reset(key) {
+        const entry = entries.get(key);
+        if (entry === undefined || Object.keys(entry.state.bans).length === 0) entries.delete(key);
+        else entry.state = { counters: {}, bans: entry.state.bans };
+      },
+    },
+  };
+}
+
+describe('the model comparison catches mutations of the decision', () => {
+  const mutations: Array<[string, () => RateLimitModelHarness]> = [
+    ['(a) an admitted request resets the rejection count', () => brokenHarness(forgetsRejectionsWhenAdmitted)],
+    ['(b) a rejected request charges the windows that had room', () => brokenHarness(chargesWindowsWithRoomWhenRefused)],
+    ['(c) a ban starts one rejection late', () => brokenHarness(banOneRejectionLate)],
+    ['(d) a window boundary off by one millisecond', () => brokenHarness(windowEndsOneMillisecondLate)],
+    ['(e) a cost admitted while any unit is left', () => brokenHarness(admitsWhileAnyRoomIsLeft)],
+    ['(f) a reset that keeps the bans', resetKeepsBansHarness],
+  ];
+  for (const [mutation, harness] of mutations) {
+    it(`fails ${mutation}, on every seed, naming the seed and step`, async () => {
+      const outcomes = await outcomesOf((test) => runRateLimitModelComparison({ ...test, harness, seeds: [1, 2, 3] }));
+      expect(outcomes.size).toBe(3);
+      for (const [name, failure] of outcomes) {
+        expect(failure, name).toMatch(/^seed \d+, (after )?step \d+/);
+      }
+    });
+  }
+
+  it('passes the model itself, and a store that copies its states', async () => {
+    const outcomes = await outcomesOf((test) => runRateLimitModelComparison({ ...test, harness: () => brokenHarness(decideConsume), seeds: [1, 2, 3] }));
+    expect([...outcomes.values()]).toEqual([undefined, undefined, undefined]);
   });
 });
