@@ -37,6 +37,17 @@ export interface PostgresMigration {
  * `<table>_create_idempotent(key, fingerprint, retention_ms, name, description)` that creates a category with its
  * record, or answers the key's record, in one step (see {@link postgresCategoryStore}).
  *
+ * Version 2 of the rate-limit table (after all the above), in place: one row per record (`account:<accountId>`,
+ * `anon:<address>`) with its windows as five parallel arrays (`window_names`, `window_starts_ms`, `window_counts`,
+ * and the limit and length each was last charged with, `window_limits`, `window_lengths_ms`) and its ban subjects as
+ * four (`ban_subjects text[]`; `rejected_starts_ms bigint[]` and `rejected_counts integer[]`, the rejections counted
+ * toward the subject's ban in its current ban interval, 0 for none; `banned_until_ms bigint[]`, 0 for none);
+ * `rejected_start_ms` and `rejected_count` are dropped. The version 1 function is dropped and
+ * `<table>_consume(key, names, limits, window_ms, cost, ban_subject, ban_threshold, ban_interval_ms,
+ * ban_duration_ms, now_ms)` created (see {@link postgresRateLimitStore}). A row of version 1 keeps its ban and its
+ * rejections as the entry of the ban subject `''`; its window counts are dropped (their limit and length were not
+ * kept).
+ *
  * @throws TypeError naming the option (`schema`, `categoriesTable` or `rateLimitsTable`) that holds a bad name.
  */
 export function postgresMigrations(options: PostgresSchemaOptions = {}): PostgresMigration[] {
