@@ -4,8 +4,8 @@
  */
 import { runCategoryStoreConformance, runRateLimitStoreConformance } from '@petstore/core/testing';
 import { describe, it } from 'vitest';
-import { postgresCategoryStore } from './category-store.js';
 import { postgresRateLimitStore } from './rate-limit-store.js';
+import { postgresCategoryHarness } from '../test-support/category-harness.js';
 import { endPool, migratedSchema, skipPostgres } from '../test-support/postgres.js';
 
 const test = { describe: describe.skipIf(skipPostgres), it };
@@ -37,8 +37,6 @@ runCategoryStoreConformance(test, {
   name: 'postgresCategoryStore conformance',
   // No maxCategories: the table is bounded by the database's own means.
   capabilities: { capacity: false },
-  async createStore() {
-    const { pool, schema } = await migratedSchema('cat');
-    return { store: postgresCategoryStore({ pool, schema }), close: () => endPool(pool) };
-  },
+  // With holdWrites/whenBlocked: the idempotent burst holds the category writes until all 50 calls wait in PostgreSQL.
+  createStore: () => postgresCategoryHarness(),
 });

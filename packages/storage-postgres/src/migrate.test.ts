@@ -19,6 +19,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'petstore_categories@1',
       'petstore_rate_limits@1',
       'petstore_categories@2',
+      'petstore_rate_limits@2',
     ]);
     expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
     const { rows } = await pool.query<{ table_name: string; version: number }>(
@@ -28,6 +29,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       { table_name: 'petstore_categories', version: 1 },
       { table_name: 'petstore_categories', version: 2 },
       { table_name: 'petstore_rate_limits', version: 1 },
+      { table_name: 'petstore_rate_limits', version: 2 },
     ]);
     const store = postgresCategoryStore({ pool, schema });
     await store.create({ name: 'Dogs' });
@@ -38,7 +40,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
   it('applies each migration once when several instances start at the same moment', async () => {
     const schema = uniqueSchema('race');
     const reports = await Promise.all([connectPool(), connectPool(), connectPool()].map((pool) => migratePostgres({ pool, schema })));
-    expect(reports.flatMap((report) => report.applied)).toHaveLength(3);
+    expect(reports.flatMap((report) => report.applied)).toHaveLength(4);
   });
 
   it('keeps stores with their own table names apart in one schema, each with its own versions', async () => {
@@ -51,23 +53,25 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     await a.create({ name: 'only in A' });
     expect(await b.list()).toEqual([]);
     const limits = postgresRateLimitStore({ pool, schema, rateLimitsTable: 'shop_b_limits', time: 'request' });
-    const result = await limits.consume('key:k', { windows: [{ name: 'minute', limit: 1, windowMs: 60_000 }], nowMs: 0, ban: undefined });
+    const result = await limits.consume('key:k', { windows: [{ name: 'minute', limit: 1, windowMs: 60_000 }], nowMs: 0, ban: undefined, cost: 1, banSubject: '' });
     expect(result.allowed).toBe(true);
     const { rows } = await pool.query(`SELECT table_name, version FROM "${schema}".petstore_migrations ORDER BY table_name, version`);
     expect(rows.map((row: { table_name: string; version: number }) => `${row.table_name}@${row.version}`)).toEqual([
       'Shop_A_categories@1',
       'Shop_A_categories@2',
       'shop_a_limits@1',
+      'shop_a_limits@2',
       'shop_b_categories@1',
       'shop_b_categories@2',
       'shop_b_limits@1',
+      'shop_b_limits@2',
     ]);
     const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
     expect(await a.createIdempotent({ name: 'keyed in A' }, request)).toMatchObject({ outcome: 'created' });
     expect(await b.createIdempotent({ name: 'keyed in B' }, request)).toMatchObject({ outcome: 'created' }); // its own records
   });
 
-  it('applies version 2 alone to a schema at version 1, keeping its categories and ids', async () => {
+  it('applies both versions 2 to a schema at version 1, keeping its categories and ids', async () => {
     const pool = connectPool();
     const schema = uniqueSchema('v1');
     // A schema as the previous release left it: version 1 of both tables, recorded.
@@ -93,12 +97,102 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     const report = await migratePostgres({ pool, schema });
     expect(report.applied).toEqual([
       { table: 'petstore_categories', version: 2, description: 'idempotency records of creates and the idempotent create function' },
+      { table: 'petstore_rate_limits', version: 2, description: 'rate-limit records v2: costs, window limits and lengths, bans per ban subject' },
     ]);
     expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'created', category: { id: 2, name: 'Cats' } });
     expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'replayed', category: { id: 2, name: 'Cats' } });
     expect(await store.list()).toEqual([
       { id: 1, name: 'Dogs' },
       { id: 2, name: 'Cats' },
+    ]);
+    expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
+  });
+
+  it('upgrades the rate-limit table of the previous release in place: its bans and rejections kept, the v1 function gone', async () => {
+    const pool = connectPool();
+    const schema = uniqueSchema('rl1');
+    const table = `"${schema}".petstore_rate_limits`;
+    // The schema as the previous release left it: every migration but rate-limit version 2, recorded.
+    await pool.query(`CREATE SCHEMA "${schema}"`);
+    await pool.query(`CREATE TABLE "${schema}".petstore_migrations (
+  table_name text NOT NULL, version integer NOT NULL, description text NOT NULL,
+  applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (table_name, version))`);
+    for (const migration of postgresMigrations({ schema }).filter((step) => !(step.table === 'petstore_rate_limits' && step.version === 2))) {
+      await pool.query(migration.sql);
+      await pool.query(`INSERT INTO "${schema}".petstore_migrations (table_name, version, description) VALUES ($1, $2, $3)`, [
+        migration.table,
+        migration.version,
+        migration.description,
+      ]);
+    }
+    // Rows written by the previous release's function (its signature: key, names, limits, window_ms, ban threshold,
+    // interval and duration, now): an address banned, an address with one rejection counted, an API key counting.
+    const T = Date.UTC(2026, 0, 1, 12);
+    const v1 = (key: string, nowMs: number, limit: number, threshold: number) =>
+      pool.query(`SELECT outcome FROM "${schema}".petstore_rate_limits_consume($1, '{minute,day}', $2, '{60000,86400000}', $3, 60000, 600000, $4)`, [
+        key,
+        [limit, 1000],
+        threshold,
+        nowMs,
+      ]);
+    for (let i = 0; i < 3; i++) await v1('anon:203.0.113.9', T + i, 1, 2); // admitted, rejected, banned until T + 2 + 10 min
+    for (let i = 0; i < 2; i++) await v1('anon:198.51.100.1', T + i, 1, 3); // admitted, one rejection counted
+    for (let i = 0; i < 5; i++) await v1('key:k1', T + i, 100, 3);
+
+    const report = await migratePostgres({ pool, schema });
+    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_rate_limits@2']);
+    const columns = await pool.query<{ column_name: string; data_type: string }>(
+      `SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'petstore_rate_limits' ORDER BY column_name`,
+      [schema],
+    );
+    expect(Object.fromEntries(columns.rows.map((row) => [row.column_name, row.data_type]))).toEqual({
+      key: 'text',
+      window_names: 'ARRAY',
+      window_starts_ms: 'ARRAY',
+      window_counts: 'ARRAY',
+      window_limits: 'ARRAY',
+      window_lengths_ms: 'ARRAY',
+      ban_subjects: 'ARRAY',
+      rejected_starts_ms: 'ARRAY',
+      rejected_counts: 'ARRAY',
+      banned_until_ms: 'ARRAY',
+      expires_at_ms: 'bigint',
+    });
+    const functions = await pool.query(
+      `SELECT p.oid FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = 'petstore_rate_limits_consume'`,
+      [schema],
+    );
+    expect(functions.rowCount).toBe(1);
+
+    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const ban = { rejectedThreshold: 2, intervalMs: 60_000, durationMs: 600_000 };
+    const windows = [
+      { name: 'minute', limit: 1, windowMs: 60_000 },
+      { name: 'day', limit: 1000, windowMs: 86_400_000 },
+    ];
+    // The banned address is still banned, until the same end; peek shows it as the record's own ban ('').
+    expect(await store.peek('anon:203.0.113.9', T + 10)).toEqual({ nowMs: T + 10, windows: [], bans: [{ subject: '', bannedUntilMs: T + 2 + 600_000 }] });
+    expect(await store.consume('anon:203.0.113.9', { windows, nowMs: T + 11, cost: 1, ban, banSubject: '' })).toMatchObject({
+      allowed: false,
+      reason: 'banned',
+      bannedUntilMs: T + 2 + 600_000,
+    });
+    // The other address's rejection still counts: its window counts restart (version 1 kept no limits), so it is
+    // admitted once, and then banned at its second rejection of the interval, not its third.
+    const three = { ...ban, rejectedThreshold: 3 };
+    const outcomes: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const result = await store.consume('anon:198.51.100.1', { windows, nowMs: T + 20 + i, cost: 1, ban: three, banSubject: '' });
+      outcomes.push(result.allowed ? 'allowed' : result.reason);
+    }
+    expect(outcomes).toEqual(['allowed', 'rate_limited', 'banned']);
+    // Every row is a readable record of version 2; the API key's (no longer read by the engine) just expires.
+    expect((await store.peek('key:k1', T + 30)).bans).toEqual([]);
+    const { rows } = await pool.query<{ key: string; subjects: string[] }>(`SELECT key, ban_subjects AS subjects FROM ${table} ORDER BY key`);
+    expect(rows).toEqual([
+      { key: 'anon:198.51.100.1', subjects: [''] },
+      { key: 'anon:203.0.113.9', subjects: [''] },
+      { key: 'key:k1', subjects: [] },
     ]);
     expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
   });
@@ -142,6 +236,14 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     expect((await store.create({ name: 'by hand' })).id).toBe(1);
     const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
     expect(await store.createIdempotent({ name: 'keyed' }, request)).toEqual({ outcome: 'created', category: { id: 2, name: 'keyed' } });
+    const limits = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const windows = [{ name: 'minute', limit: 5, windowMs: 60_000 }];
+    expect(await limits.consume('account:a', { windows, nowMs: 0, cost: 3, ban: undefined, banSubject: 'k1' })).toMatchObject({ allowed: true });
+    expect(await limits.consume('account:a', { windows, nowMs: 1, cost: 3, ban: undefined, banSubject: 'k2' })).toMatchObject({
+      allowed: false,
+      reason: 'rate_limited',
+      windows: [{ used: 3, remaining: 2 }],
+    });
   });
 
   it('takes one names object for the runner and both stores', async () => {
@@ -151,7 +253,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     const categories = postgresCategoryStore({ pool, ...names });
     const limits = postgresRateLimitStore({ pool, ...names, time: 'request' });
     await categories.create({ name: 'Dogs' });
-    await limits.consume('key:k', { windows: [{ name: 'minute', limit: 1, windowMs: 60_000 }], nowMs: 0, ban: undefined });
+    await limits.consume('key:k', { windows: [{ name: 'minute', limit: 1, windowMs: 60_000 }], nowMs: 0, ban: undefined, cost: 1, banSubject: '' });
     const count = async (table: string) => (await pool.query<{ n: string }>(`SELECT count(*)::text AS n FROM "${names.schema}".${table}`)).rows[0]?.n;
     expect([await count('shop_categories'), await count('shop_limits')]).toEqual(['1', '1']);
   });

@@ -37,6 +37,17 @@ export interface PostgresMigration {
  * `<table>_create_idempotent(key, fingerprint, retention_ms, name, description)` that creates a category with its
  * record, or answers the key's record, in one step (see {@link postgresCategoryStore}).
  *
+ * Version 2 of the rate-limit table (after all the above), in place: one row per record (`account:<accountId>`,
+ * `anon:<address>`) with its windows as five parallel arrays (`window_names`, `window_starts_ms`, `window_counts`,
+ * and the limit and length each was last charged with, `window_limits`, `window_lengths_ms`) and its ban subjects as
+ * four (`ban_subjects text[]`; `rejected_starts_ms bigint[]` and `rejected_counts integer[]`, the rejections counted
+ * toward the subject's ban in its current ban interval, 0 for none; `banned_until_ms bigint[]`, 0 for none);
+ * `rejected_start_ms` and `rejected_count` are dropped. The version 1 function is dropped and
+ * `<table>_consume(key, names, limits, window_ms, cost, ban_subject, ban_threshold, ban_interval_ms,
+ * ban_duration_ms, now_ms)` created (see {@link postgresRateLimitStore}). A row of version 1 keeps its ban and its
+ * rejections as the entry of the ban subject `''`; its window counts are dropped (their limit and length were not
+ * kept).
+ *
  * @throws TypeError naming the option (`schema`, `categoriesTable` or `rateLimitsTable`) that holds a bad name.
  */
 export function postgresMigrations(options: PostgresSchemaOptions = {}): PostgresMigration[] {
@@ -69,7 +80,7 @@ export function postgresMigrations(options: PostgresSchemaOptions = {}): Postgre
   expires_at_ms bigint
 ) WITH (fillfactor = 70);
 CREATE INDEX IF NOT EXISTS ${rateLimits.index} ON ${rateLimits.rateLimits} (expires_at_ms);
-${consumeFunctionSql(rateLimits)}`,
+${consumeFunctionV1Sql(rateLimits)}`,
     },
     {
       table: categories.table,
@@ -83,6 +94,14 @@ ${consumeFunctionSql(rateLimits)}`,
 );
 CREATE INDEX IF NOT EXISTS ${categories.idempotencyIndex} ON ${categories.idempotency} (expires_at_ms);
 ${createIdempotentFunctionSql(categories)}`,
+    },
+    {
+      table: rateLimits.table,
+      version: 2,
+      description: 'rate-limit records v2: costs, window limits and lengths, bans per ban subject',
+      sql: `${upgradeRateLimitsSql(rateLimits)};
+DROP FUNCTION IF EXISTS ${rateLimits.consumeFunction}(text, text[], bigint[], bigint[], integer, bigint, bigint, bigint);
+${consumeFunctionSql(rateLimits)}`,
     },
   ];
 }
@@ -148,17 +167,11 @@ $create_idempotent$`;
 }
 
 /**
- * The consume function: a mirror of `decideConsume` from `@petstore/core`, run under the row's lock.
- *
- * An existing key: `SELECT … FOR UPDATE` waits for any other consume of the key, then the clock is read (so
- * decisions of one key never go back in time) and the row is updated: one row version. A new key: decided on
- * an empty state and inserted (`ON CONFLICT DO NOTHING`); when another consume inserted it first, it is read
- * under its lock and decided again. A new key also deletes up to two expired rows (`FOR UPDATE SKIP LOCKED`, by
- * the `expires_at_ms` index), so the table holds about as many rows as keys that are live, without a timer.
- * A banned key writes nothing. Reply: the decision's time, the outcome (0 admitted, 1 rate limited, 2 banned),
- * the ban's end (0 for none) and each window's count, as text (a host's `pg.types` parsers cannot change them).
+ * The consume function of version 1 (rows of one API key or address, cost 1, one ban per row), as that version
+ * created it: version 2 drops it. Kept verbatim so that the versions, run in order, build the same schema on
+ * every database.
  */
-function consumeFunctionSql(names: RateLimitsNames): string {
+function consumeFunctionV1Sql(names: RateLimitsNames): string {
   return `CREATE OR REPLACE FUNCTION ${names.consumeFunction}(
   p_key text, p_names text[], p_limits bigint[], p_window_ms bigint[],
   p_ban_threshold integer, p_ban_interval_ms bigint, p_ban_duration_ms bigint, p_now_ms bigint)
@@ -229,6 +242,199 @@ BEGIN
       EXIT;
     END IF;
     -- Another consume inserted the key meanwhile: decide again under its lock.
+    SELECT * INTO r FROM ${names.rateLimits} AS x WHERE x.key = p_key FOR UPDATE;
+    found_row := FOUND;
+  END LOOP;
+  RETURN QUERY SELECT t::text, result, ban_end::text, array_to_string(counts, ',');
+END
+$consume$`;
+}
+
+/**
+ * Version 2 of the rate-limit table, in place (a table at version 1 keeps its rows; a table already at version 2 is
+ * left alone, so the step can run twice). Each row becomes one record: its windows gain the `limit` and `windowMs`
+ * each was last charged with (`window_limits`, `window_lengths_ms`), and its ban state becomes one entry per ban
+ * subject, in arrays parallel to `ban_subjects`: `rejected_starts_ms`, `rejected_counts` (0 for none) and
+ * `banned_until_ms` (0 for none; the column of version 1, now an array).
+ *
+ * A row of version 1 keeps its ban and its rejections as the entry of the ban subject `''` (an anonymous record's:
+ * the addresses keep their keys). Its window counts are dropped, since version 1 did not keep the limit and length
+ * they were counted with: each caller's current windows count again from 0 (at most one more window's quota, once).
+ * The rows of API keys (`key:<keyId>`) are no longer read, since the engine now counts per account
+ * (`account:<accountId>`); they expire and are deleted like any other row.
+ */
+function upgradeRateLimitsSql(names: RateLimitsNames): string {
+  const table = names.rateLimits;
+  return `DO $upgrade$
+BEGIN
+  IF EXISTS (SELECT 1 FROM pg_attribute AS a
+             WHERE a.attrelid = '${table}'::regclass AND a.attname = 'rejected_count' AND NOT a.attisdropped) THEN
+    ALTER TABLE ${table}
+      ADD COLUMN window_limits bigint[] NOT NULL DEFAULT '{}',
+      ADD COLUMN window_lengths_ms bigint[] NOT NULL DEFAULT '{}',
+      ADD COLUMN ban_subjects text[] NOT NULL DEFAULT '{}',
+      ADD COLUMN rejected_starts_ms bigint[] NOT NULL DEFAULT '{}',
+      ADD COLUMN rejected_counts integer[] NOT NULL DEFAULT '{}';
+    UPDATE ${table} AS x SET
+      window_names = '{}', window_starts_ms = '{}', window_counts = '{}',
+      ban_subjects = CASE WHEN x.banned_until_ms > 0 OR x.rejected_count > 0 THEN ARRAY[''] ELSE '{}' END,
+      rejected_starts_ms = CASE WHEN x.banned_until_ms > 0 OR x.rejected_count > 0
+        THEN ARRAY[CASE WHEN x.rejected_count > 0 THEN x.rejected_start_ms ELSE 0 END] ELSE '{}' END,
+      rejected_counts = CASE WHEN x.banned_until_ms > 0 OR x.rejected_count > 0 THEN ARRAY[x.rejected_count] ELSE '{}' END;
+    ALTER TABLE ${table} ALTER COLUMN banned_until_ms TYPE bigint[]
+      USING CASE WHEN banned_until_ms > 0 OR rejected_count > 0 THEN ARRAY[banned_until_ms] ELSE '{}' END;
+    ALTER TABLE ${table}
+      DROP COLUMN rejected_start_ms,
+      DROP COLUMN rejected_count,
+      ALTER COLUMN window_limits DROP DEFAULT,
+      ALTER COLUMN window_lengths_ms DROP DEFAULT,
+      ALTER COLUMN ban_subjects DROP DEFAULT,
+      ALTER COLUMN rejected_starts_ms DROP DEFAULT,
+      ALTER COLUMN rejected_counts DROP DEFAULT;
+  END IF;
+END
+$upgrade$`;
+}
+
+/**
+ * The consume function of version 2: a mirror of `decideConsume` from `@petstore/core` (contract v2), run under the
+ * record's row lock.
+ *
+ * An existing record: `SELECT … FOR UPDATE` waits for any other consume of it, then the clock is read (so the
+ * decisions of one record never go back in time) and the row is updated: one row version. A row whose
+ * `expires_at_ms` has passed holds nothing that counts and is decided as a new record (the row is reused). A new
+ * record: decided on an empty state and inserted (`ON CONFLICT DO NOTHING`); when another consume inserted it
+ * first, it is read under its lock and decided again. A new record also deletes up to two expired rows (`FOR
+ * UPDATE SKIP LOCKED`, by the `expires_at_ms` index), so the table holds about as many rows as records that are
+ * live, without a timer.
+ *
+ * The decision, as `decideConsume`'s steps: (1) each window of the request counts the stored counter of its name
+ * only when the counter's start and length are the current window's; (2) a banned ban subject is answered with
+ * nothing written (only a row that lost its `expires_at_ms` gets one back); (3) when every window has room for
+ * `p_cost` every window is charged it, the subject's rejections kept; (4) else nothing is charged, and with a ban
+ * policy (`p_ban_threshold` > 0) the rejection counts once toward the subject's ban in the current ban interval,
+ * reaching the threshold starts the ban and clears the count; (5) every other subject's ended ban reads 0 and its
+ * ended rejections are dropped, a subject with neither is removed; (6) `expires_at_ms` is the latest end of every
+ * window, live ban and live rejection interval.
+ *
+ * Reply: the decision's time, the outcome (0 admitted, 1 rate limited, 2 banned), the subject's ban end (0 for
+ * none) and each window's count (after the charge when admitted), as text (a host's `pg.types` parsers cannot
+ * change them).
+ */
+function consumeFunctionSql(names: RateLimitsNames): string {
+  return `CREATE OR REPLACE FUNCTION ${names.consumeFunction}(
+  p_key text, p_names text[], p_limits bigint[], p_window_ms bigint[], p_cost bigint, p_ban_subject text,
+  p_ban_threshold integer, p_ban_interval_ms bigint, p_ban_duration_ms bigint, p_now_ms bigint)
+RETURNS TABLE (now_ms text, outcome integer, banned_until_ms text, used text)
+LANGUAGE plpgsql VOLATILE AS $consume$
+DECLARE
+  r ${names.rateLimits}%ROWTYPE;
+  found_row boolean; live boolean;
+  n integer := coalesce(array_length(p_names, 1), 0);
+  with_ban boolean := p_ban_threshold > 0;
+  t bigint; i integer; j integer; k integer; w bigint; st bigint;
+  starts bigint[]; counts bigint[]; has_room boolean; expires bigint;
+  new_subjects text[]; new_rejected_starts bigint[]; new_rejected_counts integer[]; new_ban_ends bigint[];
+  entry_end bigint; entry_start bigint; entry_count integer;
+  result integer; ban_end bigint; interval_start bigint; rejected integer;
+BEGIN
+  SELECT * INTO r FROM ${names.rateLimits} AS x WHERE x.key = p_key FOR UPDATE;
+  found_row := FOUND;
+  LOOP
+    t := coalesce(p_now_ms, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+    -- A row past its expiry holds nothing that counts (a NULL expiry, lost, still counts).
+    live := found_row AND (r.expires_at_ms IS NULL OR r.expires_at_ms > t);
+    starts := '{}'; counts := '{}'; has_room := true; expires := t;
+    FOR i IN 1..n LOOP
+      w := p_window_ms[i];
+      st := t - mod(mod(t, w) + w, w);
+      j := CASE WHEN live THEN array_position(r.window_names, p_names[i]) END;
+      starts[i] := st;
+      counts[i] := CASE WHEN j IS NOT NULL AND r.window_starts_ms[j] = st AND r.window_lengths_ms[j] = w
+        THEN r.window_counts[j] ELSE 0 END;
+      IF counts[i] + p_cost > p_limits[i] THEN has_room := false; END IF;
+      expires := greatest(expires, st + w);
+    END LOOP;
+    k := CASE WHEN live THEN array_position(r.ban_subjects, p_ban_subject) END;
+    IF k IS NOT NULL AND r.banned_until_ms[k] > t THEN
+      -- Banned: nothing charged, the ban not extended, the record kept as it is; only a row that lost its expiry
+      -- gets back the latest end of what it holds.
+      IF r.expires_at_ms IS NULL THEN
+        UPDATE ${names.rateLimits} AS x SET expires_at_ms = greatest(t,
+            (SELECT max(u.s + u.l) FROM unnest(r.window_starts_ms, r.window_lengths_ms) AS u(s, l)),
+            (SELECT max(u.b) FROM unnest(r.banned_until_ms) AS u(b)),
+            CASE WHEN with_ban THEN (SELECT max(u.s) + p_ban_interval_ms FROM unnest(r.rejected_starts_ms, r.rejected_counts) AS u(s, c) WHERE u.c > 0) END)
+          WHERE x.key = p_key;
+      END IF;
+      RETURN QUERY SELECT t::text, 2, r.banned_until_ms[k]::text, array_to_string(counts, ',');
+      RETURN;
+    END IF;
+    -- The other subjects' bans as they stand now: ended bans read 0, ended (or, without a ban policy, any)
+    -- rejections are dropped, a subject with neither is removed.
+    new_subjects := '{}'; new_rejected_starts := '{}'; new_rejected_counts := '{}'; new_ban_ends := '{}';
+    IF live THEN
+      FOR i IN 1..coalesce(array_length(r.ban_subjects, 1), 0) LOOP
+        CONTINUE WHEN i = k;
+        entry_end := CASE WHEN r.banned_until_ms[i] > t THEN r.banned_until_ms[i] ELSE 0 END;
+        IF with_ban AND r.rejected_counts[i] > 0 AND r.rejected_starts_ms[i] + p_ban_interval_ms > t THEN
+          entry_start := r.rejected_starts_ms[i]; entry_count := r.rejected_counts[i];
+          expires := greatest(expires, entry_start + p_ban_interval_ms);
+        ELSE
+          entry_start := 0; entry_count := 0;
+        END IF;
+        IF entry_end > 0 OR entry_count > 0 THEN
+          new_subjects := new_subjects || r.ban_subjects[i]; new_rejected_starts := new_rejected_starts || entry_start;
+          new_rejected_counts := new_rejected_counts || entry_count; new_ban_ends := new_ban_ends || entry_end;
+          expires := greatest(expires, entry_end);
+        END IF;
+      END LOOP;
+    END IF;
+    ban_end := 0;
+    IF has_room THEN
+      FOR i IN 1..n LOOP counts[i] := counts[i] + p_cost; END LOOP;
+      result := 0;
+      -- The subject's rejections are kept while their interval lasts.
+      IF k IS NOT NULL AND with_ban AND r.rejected_counts[k] > 0 AND r.rejected_starts_ms[k] + p_ban_interval_ms > t THEN
+        new_subjects := new_subjects || p_ban_subject; new_rejected_starts := new_rejected_starts || r.rejected_starts_ms[k];
+        new_rejected_counts := new_rejected_counts || r.rejected_counts[k]; new_ban_ends := new_ban_ends || 0::bigint;
+        expires := greatest(expires, r.rejected_starts_ms[k] + p_ban_interval_ms);
+      END IF;
+    ELSIF NOT with_ban THEN
+      result := 1;
+    ELSE
+      interval_start := t - mod(mod(t, p_ban_interval_ms) + p_ban_interval_ms, p_ban_interval_ms);
+      rejected := CASE WHEN k IS NOT NULL AND r.rejected_counts[k] > 0 AND r.rejected_starts_ms[k] = interval_start
+        THEN r.rejected_counts[k] ELSE 0 END + 1;
+      new_subjects := new_subjects || p_ban_subject;
+      IF rejected >= p_ban_threshold THEN
+        result := 2; ban_end := t + p_ban_duration_ms;
+        new_rejected_starts := new_rejected_starts || 0::bigint; new_rejected_counts := new_rejected_counts || 0; new_ban_ends := new_ban_ends || ban_end;
+        expires := greatest(expires, ban_end);
+      ELSE
+        result := 1;
+        new_rejected_starts := new_rejected_starts || interval_start; new_rejected_counts := new_rejected_counts || rejected;
+        new_ban_ends := new_ban_ends || 0::bigint;
+        expires := greatest(expires, interval_start + p_ban_interval_ms);
+      END IF;
+    END IF;
+    IF found_row THEN
+      UPDATE ${names.rateLimits} AS x
+        SET window_names = p_names, window_starts_ms = starts, window_counts = counts, window_limits = p_limits,
+            window_lengths_ms = p_window_ms, ban_subjects = new_subjects, rejected_starts_ms = new_rejected_starts,
+            rejected_counts = new_rejected_counts, banned_until_ms = new_ban_ends, expires_at_ms = expires
+        WHERE x.key = p_key;
+      EXIT;
+    END IF;
+    INSERT INTO ${names.rateLimits} AS x (key, window_names, window_starts_ms, window_counts, window_limits, window_lengths_ms,
+        ban_subjects, rejected_starts_ms, rejected_counts, banned_until_ms, expires_at_ms)
+      VALUES (p_key, p_names, starts, counts, p_limits, p_window_ms, new_subjects, new_rejected_starts, new_rejected_counts, new_ban_ends, expires)
+      ON CONFLICT (key) DO NOTHING;
+    IF FOUND THEN
+      DELETE FROM ${names.rateLimits} AS x WHERE x.key IN (
+        SELECT y.key FROM ${names.rateLimits} AS y WHERE y.expires_at_ms < t ORDER BY y.expires_at_ms LIMIT 2 FOR UPDATE SKIP LOCKED);
+      EXIT;
+    END IF;
+    -- Another consume inserted the record meanwhile: decide again under its lock.
     SELECT * INTO r FROM ${names.rateLimits} AS x WHERE x.key = p_key FOR UPDATE;
     found_row := FOUND;
   END LOOP;

@@ -1,9 +1,9 @@
 /**
  * Two app instances (Fastify and Express, each with its own pg pool) sharing one PostgreSQL: one quota and one
- * set of categories; and the server killed with SIGKILL in the middle of parallel creates: every create answered
+ * set of categories; costs, bans and the operator's peek and reset seen alike by both; and the server killed with SIGKILL in the middle of parallel creates: every create answered
  * 201 is listed exactly once, ids increase, the pools reconnect by themselves.
  */
-import { createPetstore, staticApiKeys, type StaticApiKey, type StoreFailurePolicy } from '@petstore/core';
+import { createPetstore, hashApiKey, staticApiKeys, type Petstore, type StaticApiKey, type StoreFailurePolicy } from '@petstore/core';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
 import { migratePostgres, postgresCategoryStore, postgresRateLimitStore } from '@petstore/storage-postgres';
 import { findPostgresBinDir, startPostgresServer, type PostgresServer } from '@petstore/storage-postgres/testing';
@@ -169,5 +169,86 @@ describe.skipIf(!installed)('PostgreSQL killed with SIGKILL during parallel crea
       const workerIds = entries.filter((entry) => entry.answer.status === 201).map((entry) => (entry.answer.body as { id: number }).id);
       expect(workerIds).toEqual([...workerIds].sort((a, b) => a - b));
     }
+  });
+});
+
+describe.skipIf(!installed)("the operator's peek and reset, and costs, on one PostgreSQL shared by two instances", () => {
+  // One account with two keys: they share the account's windows; a ban falls on the key that earned it.
+  const FIRST = 'pg-account-first-key';
+  const SECOND = 'pg-account-second-key';
+  const apiKeys = staticApiKeys([
+    // 7 units a day: no window can reset during the test unless it runs across midnight UTC.
+    { key: FIRST, plan: 'enterprise', accountId: 'acct-shared', limits: { requestsPerMinute: 1000, requestsPerDay: 7 } },
+    { key: SECOND, plan: 'enterprise', accountId: 'acct-shared', limits: { requestsPerMinute: 1000, requestsPerDay: 7 } },
+  ]);
+  const started = { server: undefined as unknown as PostgresServer, instances: [] as Instance[], petstores: [] as Petstore[] };
+  beforeAll(async () => {
+    started.server = await startPostgresServer();
+    const pool = new pg.Pool({ connectionString: started.server.url });
+    await migratePostgres({ pool });
+    await pool.end();
+    for (const framework of ['fastify', 'express'] as const) {
+      const instancePool = new pg.Pool({ connectionString: started.server.url, max: 5 });
+      instancePool.on('error', () => undefined);
+      const petstore = createPetstore({
+        apiKeys,
+        categories: postgresCategoryStore({ pool: instancePool }),
+        rateLimit: {
+          store: postgresRateLimitStore({ pool: instancePool }),
+          cost: { createCategory: 3 },
+          // The first refusal bans the key for an hour: no ban interval or ban end can pass during the test.
+          ban: { rejectedThreshold: 1, intervalMs: 60_000, durationMs: 3_600_000 },
+        },
+        onInternalError: () => undefined,
+      });
+      started.petstores.push(petstore);
+      started.instances.push(await servePetstore(framework, petstore, () => instancePool.end()));
+    }
+  });
+  afterAll(async () => {
+    await Promise.all(started.instances.map((instance) => instance.close()));
+    await started.server?.stop();
+  });
+
+  it('charge costs to the account, ban the key that was refused, and obey a reset made on the other instance', async () => {
+    const [fastify, express] = started.instances as [Instance, Instance];
+    const [onFastify, onExpress] = started.petstores as [Petstore, Petstore];
+    const first = (await apiKeys.findPrincipal(hashApiKey(FIRST)))?.keyId as string;
+    const second = (await apiKeys.findPrincipal(hashApiKey(SECOND)))?.keyId as string;
+
+    // Two creates of cost 3, one per instance and key: 6 of the account's 7 units.
+    const created = await call(fastify, '/v1/categories', { apiKey: FIRST, json: { name: 'one' } });
+    expect([created.status, created.headers['x-ratelimit-remaining']]).toEqual([201, '4']);
+    const again = await call(express, '/v1/categories', { apiKey: SECOND, json: { name: 'two' } });
+    expect([again.status, again.headers['x-ratelimit-remaining']]).toEqual([201, '1']);
+    // A create costs more than the 1 unit left: refused, nothing charged, and the first refusal bans the key.
+    const refused = await call(fastify, '/v1/categories', { apiKey: FIRST, json: { name: 'three' } });
+    expect(refused.status).toBe(429);
+    expect((await call(express, '/v1/categories', { apiKey: FIRST })).status).toBe(429);
+    // The other key of the account is not banned: its list (cost 1) takes the last unit.
+    const last = await call(fastify, '/v1/categories', { apiKey: SECOND });
+    expect([last.status, last.headers['x-ratelimit-remaining']]).toEqual([200, '0']);
+
+    // Either instance reads the same record, charging nothing.
+    const peeked = await onExpress.rateLimits.peek({ keyId: first });
+    expect(peeked.windows.map(({ used, remaining }) => ({ used, remaining }))).toEqual([
+      { used: 7, remaining: 993 },
+      { used: 7, remaining: 0 },
+    ]);
+    expect(peeked.bans).toEqual([{ keyId: first, bannedUntilMs: expect.any(Number) }]);
+    expect(peeked.bans[0]?.bannedUntilMs).toBeGreaterThan(peeked.nowMs);
+    expect((await onFastify.rateLimits.peek({ keyId: second })).bans).toEqual([]);
+    const account = await onFastify.rateLimits.peek({ accountId: 'acct-shared' });
+    expect(account.windows).toEqual((await onExpress.rateLimits.peek({ accountId: 'acct-shared' })).windows);
+    expect(account.bans).toEqual(peeked.bans);
+
+    // A reset by keyId on one instance clears the account's windows and the key's ban for both.
+    await onExpress.rateLimits.reset({ keyId: first });
+    expect(await onFastify.rateLimits.peek({ accountId: 'acct-shared' })).toMatchObject({ windows: [], bans: [] });
+    const afterReset = await call(fastify, '/v1/categories', { apiKey: FIRST });
+    expect([afterReset.status, afterReset.headers['x-ratelimit-remaining']]).toEqual([200, '6']);
+    const peekedAfter = await onExpress.rateLimits.peek({ keyId: first });
+    expect(peekedAfter.windows.map(({ used }) => used)).toEqual([1, 1]);
+    expect(peekedAfter.bans).toEqual([]);
   });
 });

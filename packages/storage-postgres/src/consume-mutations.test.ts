@@ -1,0 +1,108 @@
+/**
+ * Mutation check of the model comparison on PostgreSQL (run on demand, not by `npm test`):
+ *
+ *   PETSTORE_PG_MUTATIONS=1 npx vitest run --project @petstore/storage-postgres src/consume-mutations.test.ts
+ *
+ * Each mutation is a deliberate bug put into a copy of the migration SQL (the consume function of rate-limit
+ * version 2), installed in a throwaway schema; the model comparison must fail on it, naming the seed and step
+ * (printed). The unchanged copy must pass, so that a failure is the mutation's doing.
+ */
+import { runRateLimitModelComparison, type ConformanceTestApi } from '@petstore/core/testing';
+import { describe, expect, it } from 'vitest';
+import { postgresMigrations } from './migrations.js';
+import { postgresRateLimitStore } from './rate-limit-store.js';
+import { connectPool, endPool, skipPostgres, uniqueSchema } from '../test-support/postgres.js';
+import { readRateLimitState } from '../test-support/rate-limit-state.js';
+
+interface Mutation {
+  name: string;
+  /** Text of the consume function replaced (it must occur exactly once) … */
+  from: string;
+  /** … by this. */
+  to: string;
+}
+
+const MUTATIONS: Mutation[] = [
+  {
+    name: "(a) an admitted request resets the subject's rejection count",
+    from: 'IF k IS NOT NULL AND with_ban AND r.rejected_counts[k] > 0 AND r.rejected_starts_ms[k] + p_ban_interval_ms > t THEN',
+    to: 'IF false THEN',
+  },
+  {
+    // The answer is right (nothing charged), only the row is wrong: the windows with room are charged in the row.
+    name: '(b) a rejected request charges the windows that had room',
+    from: 'window_counts = counts,',
+    to: `window_counts = CASE WHEN has_room THEN counts ELSE (SELECT array_agg(CASE WHEN u.c + p_cost <= u.l THEN u.c + p_cost ELSE u.c END ORDER BY u.o)
+        FROM unnest(counts, p_limits) WITH ORDINALITY AS u(c, l, o)) END,`,
+  },
+  { name: '(c) a ban that starts one rejection late', from: 'IF rejected >= p_ban_threshold THEN', to: 'IF rejected > p_ban_threshold THEN' },
+  {
+    // The window holding t - 1: at the instant a window ends, it still counts.
+    name: '(d) a window boundary off by one millisecond',
+    from: 'st := t - mod(mod(t, w) + w, w);',
+    to: 'st := (t - 1) - mod(mod(t - 1, w) + w, w);',
+  },
+  {
+    name: "(e) ours: the other subjects' ended bans are kept (never pruned)",
+    from: 'entry_end := CASE WHEN r.banned_until_ms[i] > t THEN r.banned_until_ms[i] ELSE 0 END;',
+    to: 'entry_end := r.banned_until_ms[i];',
+  },
+  {
+    name: '(f) ours: the room check ignores the cost (a request is admitted while one unit is left)',
+    from: 'IF counts[i] + p_cost > p_limits[i] THEN has_room := false; END IF;',
+    to: 'IF counts[i] + 1 > p_limits[i] THEN has_room := false; END IF;',
+  },
+];
+
+const SEEDS = [1, 2, 3, 4, 5, 6];
+
+/** The migrations' SQL for `schema`, with the consume function of rate-limit version 2 changed by `mutation`. */
+function mutatedSql(schema: string, mutation: Mutation | undefined): string[] {
+  return postgresMigrations({ schema }).map((migration) => {
+    if (mutation === undefined || migration.table !== 'petstore_rate_limits' || migration.version !== 2) return migration.sql;
+    const parts = migration.sql.split(mutation.from);
+    if (parts.length !== 2) throw new Error(`${mutation.name}: the text to replace occurs ${parts.length - 1} times, not once`);
+    return parts.join(mutation.to);
+  });
+}
+
+/** Runs the comparison on a schema migrated with `mutation`'s SQL; answers each seed's failure (undefined: passed). */
+async function compare(mutation: Mutation | undefined): Promise<Map<number, string | undefined>> {
+  const cases: Array<() => Promise<void>> = [];
+  const test: ConformanceTestApi = { describe: (_name, body) => body(), it: (_name, body) => cases.push(body) };
+  runRateLimitModelComparison({
+    ...test,
+    seeds: SEEDS,
+    async harness() {
+      const pool = connectPool();
+      const schema = uniqueSchema('mut');
+      await pool.query(`CREATE SCHEMA "${schema}"`);
+      for (const sql of mutatedSql(schema, mutation)) await pool.query(sql);
+      return {
+        store: postgresRateLimitStore({ pool, schema, time: 'request' }),
+        readState: (key) => readRateLimitState(pool, `"${schema}".petstore_rate_limits`, key),
+        close: () => endPool(pool),
+      };
+    },
+  });
+  const outcomes = new Map<number, string | undefined>();
+  for (const [index, body] of cases.entries()) {
+    outcomes.set(SEEDS[index] as number, await body().then(() => undefined, (error: unknown) => (error instanceof Error ? error.message : String(error))));
+  }
+  return outcomes;
+}
+
+describe.runIf(process.env.PETSTORE_PG_MUTATIONS === '1' && !skipPostgres)('the model comparison on PostgreSQL catches mutations of the consume function', () => {
+  it('passes the unchanged SQL', async () => {
+    expect([...(await compare(undefined)).values()]).toEqual(SEEDS.map(() => undefined));
+  }, 120_000);
+
+  for (const mutation of MUTATIONS) {
+    it(`fails ${mutation.name}`, async () => {
+      const outcomes = await compare(mutation);
+      const lines = [...outcomes].map(([seed, failure]) => `  seed ${seed}: ${failure === undefined ? 'passed (not caught)' : (failure.split('\n')[0] as string).slice(0, 400)}`);
+      console.log(`${mutation.name}\n${lines.join('\n')}`);
+      for (const failure of outcomes.values()) expect(failure).toMatch(/^seed \d+, (after )?step \d+/);
+    }, 120_000);
+  }
+});

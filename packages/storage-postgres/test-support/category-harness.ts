@@ -1,0 +1,45 @@
+/**
+ * The PostgreSQL category store as the core's conformance suite takes it (`CategoryStoreHarness`), on a schema of
+ * its own, with the hooks that make the idempotent burst deterministic: `holdWrites` and `whenBlocked`.
+ */
+import type { CategoryStoreHarness } from '@petstore/core/testing';
+import { postgresCategoryStore } from '../src/category-store.js';
+import { postgresMigrations } from '../src/migrations.js';
+import { holdCategoryWrites, whenCallsBlocked } from './hold-writes.js';
+import { connectPool, endPool, uniqueSchema } from './postgres.js';
+
+/** Connections of the store's pool: the idempotent burst needs all its 50 calls inside PostgreSQL at once. */
+const STORE_CONNECTIONS = 55;
+
+/**
+ * A category store on a freshly migrated schema. `migrationSql` (default: the migrations' own) answers the SQL of
+ * each migration step for the schema, so a mutation check can install a changed copy.
+ *
+ * `holdWrites` holds the categories table at a SHARE lock on a connection of its own; `whenBlocked(count)` polls
+ * `pg_stat_activity` (on that second, small pool) until `count` of the store's calls wait on a lock. The store's
+ * `callTimeoutMs` is the case's timeout (20 s), not the default 1 s: held calls wait until all 50 have opened their
+ * connections and arrived, which a busy machine may take longer than a second to do.
+ */
+export async function postgresCategoryHarness(
+  options: { migrationSql?: (schema: string) => string[] } = {},
+): Promise<CategoryStoreHarness> {
+  const pool = connectPool({ max: STORE_CONNECTIONS });
+  const control = connectPool({ max: 2 });
+  const schema = uniqueSchema('cat');
+  try {
+    await pool.query(`CREATE SCHEMA "${schema}"`);
+    const steps = options.migrationSql?.(schema) ?? postgresMigrations({ schema }).map((migration) => migration.sql);
+    for (const sql of steps) await pool.query(sql);
+  } catch (error) {
+    await Promise.all([endPool(pool), endPool(control)]);
+    throw error;
+  }
+  return {
+    store: postgresCategoryStore({ pool, schema, callTimeoutMs: 20_000 }),
+    holdWrites: () => holdCategoryWrites(control, schema),
+    whenBlocked: (count) => whenCallsBlocked(control, schema, count),
+    close: async () => {
+      await Promise.all([endPool(pool), endPool(control)]);
+    },
+  };
+}
