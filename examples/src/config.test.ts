@@ -4,6 +4,7 @@ import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   describeStorage,
   parseApiKeys,
+  parseOperationCosts,
   readConfig,
   serverTimeouts,
   startupBanner,
@@ -37,6 +38,26 @@ describe('example configuration', () => {
     expect(describeStorage({ databaseUrl: 'postgres://db/petstore', redisUrl: 'redis://:s3cret@cache:6379' })).toBe(
       'PostgreSQL storage for categories (postgres://db/petstore), Redis storage for rate limits (redis://:***@cache:6379)',
     );
+  });
+
+  it('reads PETSTORE_OPERATION_COSTS as name=units pairs', () => {
+    expect(readConfig({}).operationCosts).toBeUndefined();
+    expect(readConfig({ PETSTORE_OPERATION_COSTS: ' createCategory=5, listCategories = 1 ,guard=3,' }).operationCosts).toEqual({
+      createCategory: 5,
+      listCategories: 1,
+      guard: 3,
+    });
+  });
+
+  it.each([
+    ['createCategory', /entry 1 \("createCategory"\): expected name=units, such as createCategory=5/],
+    ['createCategory=0', /entry 1 \("createCategory=0"\): the units must be a whole number >= 1/],
+    ['createCategory=2.5', /expected name=units/],
+    ['createCategory=-1', /expected name=units/],
+    ['listCategories=1,listCategories=2', /entry 2 \("listCategories=2"\): listCategories is given twice/],
+    ['toString=1', /toString is not one of listCategories, createCategory/],
+  ])('refuses PETSTORE_OPERATION_COSTS=%s, naming the entry', (text, message) => {
+    expect(() => parseOperationCosts(text)).toThrow(message);
   });
 
   it('reads key:plan pairs and enterprise custom limits', () => {

@@ -13,6 +13,8 @@
  *   PostgreSQL) is unreachable, `closed` (default) answers 503 with `Retry-After`, `open` lets requests proceed,
  *   limited per process.
  * - `PETSTORE_STANDARD_HEADERS=1`: also send the draft-standard `RateLimit` / `RateLimit-Policy` headers.
+ * - `PETSTORE_OPERATION_COSTS`: units each operation charges to the rate limit, comma-separated `name=units`
+ *   (e.g. `createCategory=5,listCategories=1`); names are the operationIds and `guard`; unnamed ones cost 1.
  * - `PETSTORE_PUBLIC_URL`, `PETSTORE_STAGING_URL`: the Production and Staging addresses the OpenAPI description
  *   lists as its servers (absolute URLs ending in `/v1`); neither set: the relative server `/v1`.
  * - `HEADERS_TIMEOUT_MS` (default 10,000), `REQUEST_TIMEOUT_MS` (default 30,000): how long a client may take to
@@ -21,7 +23,17 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { ServerOptions } from 'node:http';
-import { isPlanName, type StaticApiKey } from '@petstore/core';
+import { isPlanName, type CostName, type StaticApiKey } from '@petstore/core';
+
+/** The names `PETSTORE_OPERATION_COSTS` takes: the operationIds, and `guard` (host routes behind the guard). */
+export const OPERATION_COST_NAMES = [
+  'listCategories',
+  'createCategory',
+  'getOpenApiDocument',
+  'getPetById',
+  'listStoreOrders',
+  'guard',
+] as const satisfies readonly CostName[];
 
 /**
  * Default of `HEADERS_TIMEOUT_MS`, in ms. A request head is at most 16 KiB (Node's limit) and arrives in well
@@ -48,6 +60,8 @@ export interface ExampleConfig {
   storeFailure: 'fail-closed' | 'fail-open';
   /** Send the draft-standard RateLimit headers too. */
   standardHeaders: boolean;
+  /** Units per operation (`rateLimit.cost` of `createPetstore`) from `PETSTORE_OPERATION_COSTS`; `undefined` when unset. */
+  operationCosts: Partial<Record<CostName, number>> | undefined;
   /** Node's `server.headersTimeout`: most ms a client may take to send its request head. */
   headersTimeoutMs: number;
   /** Node's `server.requestTimeout`: most ms a client may take to send its whole request (head and body). */
@@ -63,7 +77,7 @@ export interface ExampleConfig {
  * Reads the configuration. Error messages name the variable (and the position of a bad API key entry, never
  * the key itself).
  * @throws Error on a bad `PORT`, `PETSTORE_API_KEYS`, `PETSTORE_STORE_FAILURE`, `HEADERS_TIMEOUT_MS`,
- *   `REQUEST_TIMEOUT_MS`, `PETSTORE_PUBLIC_URL` or `PETSTORE_STAGING_URL`.
+ *   `REQUEST_TIMEOUT_MS`, `PETSTORE_PUBLIC_URL`, `PETSTORE_STAGING_URL` or `PETSTORE_OPERATION_COSTS`.
  */
 export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig {
   const port = env['PORT'] === undefined || env['PORT'] === '' ? 3000 : Number(env['PORT']);
@@ -88,6 +102,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig 
     redisUrl,
     storeFailure: failure === 'open' ? ('fail-open' as const) : ('fail-closed' as const),
     standardHeaders: env['PETSTORE_STANDARD_HEADERS'] === '1',
+    operationCosts: env['PETSTORE_OPERATION_COSTS']?.trim() ? parseOperationCosts(env['PETSTORE_OPERATION_COSTS']) : undefined,
     headersTimeoutMs,
     requestTimeoutMs,
     openapiServers:
@@ -161,6 +176,30 @@ export function parseApiKeys(text: string): StaticApiKey[] {
     }
     return { key, plan, limits };
   });
+}
+
+/**
+ * Parses `PETSTORE_OPERATION_COSTS`: comma-separated `name=units`, each name once, units a whole number ≥ 1.
+ * Whether a cost fits every plan is checked by `createPetstore` (the server then stops with its message).
+ * @throws Error naming the variable and the entry's position when an entry is malformed.
+ */
+export function parseOperationCosts(text: string): Partial<Record<CostName, number>> {
+  const costs: Partial<Record<CostName, number>> = {};
+  const entries = text.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
+  for (const [index, entry] of entries.entries()) {
+    const where = `PETSTORE_OPERATION_COSTS entry ${index + 1} ("${entry.slice(0, 60)}")`;
+    const match = /^([A-Za-z]+)\s*=\s*(\d+)$/.exec(entry);
+    if (match === null) throw new Error(`${where}: expected name=units, such as createCategory=5`);
+    const [, name, units] = match as unknown as [string, string, string];
+    if (!(OPERATION_COST_NAMES as readonly string[]).includes(name)) {
+      throw new Error(`${where}: ${name} is not one of ${OPERATION_COST_NAMES.join(', ')}`);
+    }
+    if (Object.hasOwn(costs, name)) throw new Error(`${where}: ${name} is given twice`);
+    const cost = Number(units);
+    if (!Number.isSafeInteger(cost) || cost < 1) throw new Error(`${where}: the units must be a whole number >= 1`);
+    costs[name as CostName] = cost;
+  }
+  return costs;
 }
 
 /** What a server prints once listening: where, and for a demo key a ready-to-paste curl line. */

@@ -55,13 +55,13 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
   const common = { ...hostOptions, ...(config.openapiServers !== undefined ? { openapi: { servers: config.openapiServers } } : {}) };
   if (config.redisUrl === undefined && config.databaseUrl === undefined) {
     return {
-      petstore: createPetstore({
+      petstore: createNamingCosts({
         ...common,
         apiKeys: staticApiKeys(config.apiKeys),
         categories: memoryCategoryStore(),
         // Callers without a key get a second store like this one (its newStore()), so a flood of client
         // addresses cannot evict the counters of API keys.
-        rateLimit: { store: memoryRateLimitStore({ maxKeys: 100_000 }), standardHeaders: config.standardHeaders },
+        rateLimit: { store: memoryRateLimitStore({ maxKeys: 100_000 }), standardHeaders: config.standardHeaders, ...costsOf(config) },
       }),
       close: async () => undefined,
     };
@@ -118,8 +118,9 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
       ? { mode: 'fail-open', insuranceStore: memoryRateLimitStore({ maxKeys: 100_000 }) }
       : { mode: 'fail-closed', retryAfterSeconds: 5 };
   let lastReport = 0;
-  return {
-    petstore: createPetstore({
+  let petstore: Petstore;
+  try {
+    petstore = createNamingCosts({
       ...common,
       apiKeys: staticApiKeys(config.apiKeys),
       categories: categories as CategoryStore,
@@ -127,6 +128,7 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
         store: store as RateLimitStore,
         onStoreFailure,
         standardHeaders: config.standardHeaders,
+        ...costsOf(config),
         onStoreError: (error) => {
           // At most one line every 10 s while the store is away.
           if (Date.now() - lastReport < 10_000) return;
@@ -134,7 +136,32 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
           console.error(`[petstore] ${storeName} unavailable (${config.storeFailure}):`, (error as Error).message);
         },
       },
-    }),
-    close,
-  };
+    });
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return { petstore, close };
+}
+
+/** `rateLimit.cost` from `PETSTORE_OPERATION_COSTS`, when set. */
+function costsOf(config: ExampleConfig): { cost?: NonNullable<ExampleConfig['operationCosts']> } {
+  return config.operationCosts === undefined ? {} : { cost: config.operationCosts };
+}
+
+/**
+ * `createPetstore`, whose refusal of a cost (one above a plan's limit: a request that could never be admitted)
+ * names the variable it came from.
+ * @throws Error `PETSTORE_OPERATION_COSTS: createPetstore: rateLimit.cost.<name> is …` for such a cost; the
+ *   TypeError of `createPetstore` otherwise
+ */
+function createNamingCosts(options: Parameters<typeof createPetstore>[0]): Petstore {
+  try {
+    return createPetstore(options);
+  } catch (error) {
+    if (error instanceof TypeError && error.message.includes('rateLimit.cost.')) {
+      throw new Error(`PETSTORE_OPERATION_COSTS: ${error.message}`, { cause: error });
+    }
+    throw error;
+  }
 }

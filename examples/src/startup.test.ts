@@ -63,6 +63,14 @@ describe.each(['fastify-server.ts', 'express-server.ts'])('%s that cannot start'
         env: { PETSTORE_STAGING_URL: 'https://staging.example.com/v2' },
         line: 'PETSTORE_STAGING_URL must be an absolute http(s) URL ending in /v1, such as https://api.example.com/v1, not "https://staging.example.com/v2"',
       },
+      {
+        env: { PETSTORE_OPERATION_COSTS: 'createCategory=5,deleteCategory=2' },
+        line: 'PETSTORE_OPERATION_COSTS entry 2 ("deleteCategory=2"): deleteCategory is not one of listCategories, createCategory, getOpenApiDocument, getPetById, listStoreOrders, guard',
+      },
+      {
+        env: { PETSTORE_OPERATION_COSTS: 'createCategory=61' },
+        line: 'PETSTORE_OPERATION_COSTS: createPetstore: rateLimit.cost.createCategory is 61, more than rateLimit.plans.free.requestsPerMinute (60): such a request could never be admitted',
+      },
     ];
     const runs = await Promise.all(cases.map(({ env }) => runExampleToExit(script, { PETSTORE_API_KEYS: 'startup-key:free', ...env })));
     runs.forEach((run, index) => {

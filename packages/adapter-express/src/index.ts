@@ -14,12 +14,14 @@
  */
 import {
   createPetstore,
+  type GuardOptions,
   type Petstore,
   type PetstoreOptions,
   type PetstoreRequestBody,
   type Principal,
 } from '@petstore/core';
 import {
+  guardOptionsOf,
   nodeHeadersCutOff,
   nodePetstoreRequest,
   nodeRequestBody,
@@ -127,25 +129,31 @@ const principals = new WeakMap<Request, Principal>();
 /**
  * A middleware that protects a host route with the API's own authentication and rate limits — the same keys,
  * plans, quotas, `X-RateLimit-*` headers and Error bodies (401, 429, 503). Rate limiting runs after
- * authentication. Admitted requests get the rate-limit headers on their response; read the caller with
+ * authentication; each request is charged `options.cost` units (default: the petstore's `rateLimit.cost.guard`,
+ * itself default 1). Admitted requests get the rate-limit headers on their response; read the caller with
  * {@link principalOf} (also in `res.locals.petstorePrincipal`). Refused ones are answered here.
  *
  * ```ts
- * app.get('/reports', petstoreGuard(petstore), (req, res) => res.json(principalOf(req)));
+ * app.get('/reports', petstoreGuard(petstore, { cost: 5 }), (req, res) => res.json(principalOf(req)));
  * ```
  *
+ * @throws TypeError when `options.cost` is not a whole number ≥ 1.
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#guard
  */
-export function petstoreGuard(petstore: Petstore): RequestHandler {
+export function petstoreGuard(petstore: Petstore, options?: GuardOptions): RequestHandler {
+  const guardOptions = guardOptionsOf(options, 'petstoreGuard');
   return (request, response, next) => {
     petstore
-      .guard({
-        method: request.method,
-        path: request.originalUrl,
-        headers: nodeRequestHeaders(request),
-        headersIncomplete: nodeHeadersCutOff(request),
-        clientAddress: request.ip,
-      })
+      .guard(
+        {
+          method: request.method,
+          path: request.originalUrl,
+          headers: nodeRequestHeaders(request),
+          headersIncomplete: nodeHeadersCutOff(request),
+          clientAddress: request.ip,
+        },
+        guardOptions,
+      )
       .then((result) => {
         if (!result.allowed) {
           writeNodeResponse(response, result.response);

@@ -152,4 +152,22 @@ describe('petstoreExpress', () => {
     expect(await refused.json()).toEqual({ code: 'unauthorized', message: 'The API key is invalid.', status: 401 });
     expect(refused.headers.get('www-authenticate')).toContain('error="invalid_token"');
   });
+
+  it('charges a guard made with { cost } that many units, and refuses a wrong cost when the guard is made', async () => {
+    const petstore: Petstore = createPetstore({
+      apiKeys: staticApiKeys([{ key: 'test-key', plan: 'free', accountId: 'acme' }]),
+      categories: memoryCategoryStore(),
+      rateLimit: { store: memoryRateLimitStore() },
+      clock: fakeClock(),
+    });
+    const app = express();
+    app.get('/reports', petstoreGuard(petstore, { cost: 7 }), (_request, response) => {
+      response.json({ ok: true });
+    });
+    const base = await serve(app);
+    const admitted = await fetch(`${base}/reports`, { headers: auth });
+    expect(admitted.status).toBe(200);
+    expect(admitted.headers.get('x-ratelimit-remaining')).toBe('53');
+    expect(() => petstoreGuard(petstore, { cost: 2.5 })).toThrow(/^petstoreGuard: cost must be a whole number >= 1, got 2.5$/);
+  });
 });

@@ -14,6 +14,7 @@
  */
 import {
   createPetstore,
+  type GuardOptions,
   type Petstore,
   type PetstoreOptions,
   type PetstoreResponse,
@@ -21,6 +22,7 @@ import {
 } from '@petstore/core';
 import {
   DEFAULT_PREFIX,
+  guardOptionsOf,
   nodeHeadersCutOff,
   nodePetstoreRequest,
   nodeRequestBody,
@@ -152,25 +154,31 @@ const principals = new WeakMap<FastifyRequest, Principal>();
 /**
  * An `onRequest` hook that protects a host route with the API's own authentication and rate limits — the
  * same keys, plans, quotas, `X-RateLimit-*` headers and Error bodies (401, 429, 503). Rate limiting runs
- * after authentication. Admitted requests carry the rate-limit headers on their reply; read the caller with
- * {@link principalOf}. Events are logged through `request.log`.
+ * after authentication; each request is charged `options.cost` units (default: the petstore's
+ * `rateLimit.cost.guard`, itself default 1). Admitted requests carry the rate-limit headers on their reply;
+ * read the caller with {@link principalOf}. Events are logged through `request.log`.
  *
  * ```ts
- * app.get('/reports', { onRequest: petstoreGuard(petstore) }, async (request) => principalOf(request));
+ * app.get('/reports', { onRequest: petstoreGuard(petstore, { cost: 5 }) }, async (request) => principalOf(request));
  * ```
  *
+ * @throws TypeError when `options.cost` is not a whole number ≥ 1.
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#guard
  */
-export function petstoreGuard(petstore: Petstore): onRequestAsyncHookHandler {
+export function petstoreGuard(petstore: Petstore, options?: GuardOptions): onRequestAsyncHookHandler {
+  const guardOptions = guardOptionsOf(options, 'petstoreGuard');
   return async (request, reply) => {
-    const result = await petstore.guard({
-      method: request.method,
-      path: request.url,
-      headers: nodeRequestHeaders(request.raw, request.headers),
-      headersIncomplete: nodeHeadersCutOff(request.raw),
-      clientAddress: request.ip,
-      logger: request.log,
-    });
+    const result = await petstore.guard(
+      {
+        method: request.method,
+        path: request.url,
+        headers: nodeRequestHeaders(request.raw, request.headers),
+        headersIncomplete: nodeHeadersCutOff(request.raw),
+        clientAddress: request.ip,
+        logger: request.log,
+      },
+      guardOptions,
+    );
     if (!result.allowed) {
       await send(reply, result.response);
       return;

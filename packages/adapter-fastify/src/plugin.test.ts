@@ -117,6 +117,17 @@ describe('petstoreFastify', () => {
     expect(refused.headers['x-ratelimit-limit']).toBe('30');
   });
 
+  it('charges a guard made with { cost } that many units, and refuses a wrong cost when the guard is made', async () => {
+    const petstore = newPetstore();
+    const app = Fastify();
+    app.get('/reports', { onRequest: petstoreGuard(petstore, { cost: 7 }) }, async () => ({ ok: true }));
+    const admitted = await app.inject({ url: '/reports', headers: auth });
+    expect(admitted.statusCode).toBe(200);
+    expect(admitted.headers['x-ratelimit-remaining']).toBe('293');
+    expect(() => petstoreGuard(petstore, { cost: 0 })).toThrow(/^petstoreGuard: cost must be a whole number >= 1, got 0$/);
+    expect(() => petstoreGuard(petstore, { price: 2 } as never)).toThrow(/petstoreGuard: price is not an option \(options: cost\)/);
+  });
+
   it('logs events through request.log', async () => {
     const lines: Array<Record<string, unknown>> = [];
     const app = Fastify({

@@ -49,7 +49,10 @@ export { DEFAULT_IPV6_SUBNET, UNKNOWN_CLIENT_ADDRESS } from './rate-limit/client
 export {
   DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS,
   createRateLimiter,
+  type ConsumeOptions,
   type RateLimitDecision,
+  type RateLimitOwner,
+  type RateLimitPeek,
   type RateLimitSubject,
   type RateLimiter,
   type RateLimiterOptions,
@@ -72,6 +75,6 @@ export {
   type OpenApiOptions,
 } from './openapi/document.js';
 export { createPetstore, type FetchInfo, type Petstore } from './http/pipeline.js';
-export type { AnonymousRequest, PetstoreOptions, PetstoreRateLimitOptions } from './http/petstore-options.js';
-export type { GuardRequest, GuardResult } from './http/admission.js';
+export type { AnonymousRequest, CostName, PetstoreOptions, PetstoreRateLimitOptions } from './http/petstore-options.js';
+export type { GuardOptions, GuardRequest, GuardResult, PetstoreRateLimitSubject, PetstoreRateLimits } from './http/admission.js';
 export type { HostOperationContext, HostOperationHandler, HostOperationResult } from './http/host-operations.js';

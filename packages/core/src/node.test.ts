@@ -10,6 +10,7 @@ import { request as httpRequest } from 'node:http';
 import { staticApiKeys } from './auth/api-key.js';
 import { createPetstore } from './http/pipeline.js';
 import {
+  guardOptionsOf,
   nodeHeadersCutOff,
   nodePetstoreRequest,
   nodeRequestHeaders,
@@ -228,5 +229,22 @@ describe('petstoreNodeHandler', () => {
     expect(await remainingFor('198.51.100.1')).toBe('29');
     expect(await remainingFor('198.51.100.1')).toBe('28');
     expect(await remainingFor('198.51.100.2')).toBe('29');
+  });
+});
+
+describe('guardOptionsOf', () => {
+  it('answers the options of an adapter guard as petstore.guard takes them', () => {
+    expect(guardOptionsOf(undefined, 'petstoreGuard')).toEqual({});
+    expect(guardOptionsOf({}, 'petstoreGuard')).toEqual({});
+    expect(guardOptionsOf({ cost: 3 }, 'petstoreGuard')).toEqual({ cost: 3 });
+  });
+
+  it.each([
+    [{ cost: 0 }, /^myGuard: cost must be a whole number >= 1, got 0$/],
+    [{ cost: '2' }, /^myGuard: cost must be a whole number >= 1, got 2$/],
+    [{ costs: 2 }, /^myGuard: costs is not an option \(options: cost\)$/],
+    [null, /^myGuard: the options must be an object/],
+  ])('refuses %o with a TypeError naming the guard', (options, message) => {
+    expect(() => guardOptionsOf(options, 'myGuard')).toThrow(message);
   });
 });

@@ -14,6 +14,8 @@ import type { Petstore } from './http/pipeline.js';
 import { DEFAULT_PREFIX, notFoundOutsideThePrefix, originFormTarget, pathBelowPrefix } from './http/prefix.js';
 import type { PetstoreHeaders, PetstoreRequest, PetstoreRequestBody, PetstoreResponse } from './http/types.js';
 
+import type { GuardOptions } from './http/admission.js';
+import { assertCost } from './rate-limit/engine.js';
 export { DEFAULT_PREFIX, originFormTarget, pathBelowPrefix } from './http/prefix.js';
 
 /** Options of {@link nodePetstoreRequest}: what the framework knows better than the bare Node request. */
@@ -282,4 +284,22 @@ export function nodeRequestHasBody(request: IncomingMessage): boolean {
   if (request.headers['transfer-encoding'] !== undefined) return true;
   const length = request.headers['content-length'];
   return length !== undefined && length !== '0';
+}
+
+/**
+ * Checks the options of an adapter's guard (`petstoreGuard(petstore, { cost })` in the Fastify and Express
+ * adapters) once, when the guard is made, and answers them as `petstore.guard` takes them.
+ * @param where the name in the message, e.g. `petstoreGuard`.
+ * @throws TypeError when the options are not an object, name an unknown option, or `cost` is not a whole number ≥ 1.
+ */
+export function guardOptionsOf(options: unknown, where: string): GuardOptions {
+  if (options === undefined) return {};
+  if (typeof options !== 'object' || options === null) throw new TypeError(`${where}: the options must be an object ({ cost? })`);
+  for (const name of Object.keys(options)) {
+    if (name !== 'cost') throw new TypeError(`${where}: ${name} is not an option (options: cost)`);
+  }
+  const { cost } = options as GuardOptions;
+  if (cost === undefined) return {};
+  assertCost(cost, `${where}: cost`);
+  return { cost };
 }

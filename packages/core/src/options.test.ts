@@ -122,4 +122,10 @@ describe('createRateLimiter checks its options at creation', () => {
     const error = typeErrorOf(() => createRateLimiter(options as Parameters<typeof createRateLimiter>[0]));
     expect(error.message).toMatch(/^createRateLimiter: anonymousKey is not an option \(options: store, .*clock\); .*consume\(\{ anonymousKey \}\)/);
   });
+
+  it("refuses cost, createPetstore's option: the engine charges what consume is told", () => {
+    const options = { store: testRateLimitStore(), cost: { createCategory: 2 } };
+    const error = typeErrorOf(() => createRateLimiter(options as Parameters<typeof createRateLimiter>[0]));
+    expect(error.message).toMatch(/^createRateLimiter: cost is not an option .*consume\(subject, \{ cost \}\)/);
+  });
 });

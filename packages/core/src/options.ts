@@ -116,8 +116,24 @@ function options<T extends Record<string, v.GenericSchema>>(entries: T, hints: R
   });
 }
 
-/** `rateLimit` of `createPetstore`: the engine's options, plus `anonymousKey` (a function of the request). */
-export const RateLimitOptionsSchema = options({ ...rateLimitEntries, anonymousKey: v.optional(method('a function (request) => string | undefined')) });
+/** The names `rateLimit.cost` takes: every operation, and `guard` (the host's routes behind `petstore.guard`). */
+export const COST_NAMES = [...OPERATIONS.map((operation) => operation.operationId), 'guard'] as const;
+
+const CostSchema = v.strictObject(
+  Object.fromEntries(COST_NAMES.map((name) => [name, v.optional(wholeNumber(1))])),
+  (issue) =>
+    issue.expected === 'never' ? `is not an operation or guard (names: ${COST_NAMES.join(', ')})` : 'must be an object of costs by operationId',
+);
+
+/**
+ * `rateLimit` of `createPetstore`: the engine's options, plus `anonymousKey` (a function of the request) and
+ * `cost` (units per operation).
+ */
+export const RateLimitOptionsSchema = options({
+  ...rateLimitEntries,
+  anonymousKey: v.optional(method('a function (request) => string | undefined')),
+  cost: v.optional(CostSchema),
+});
 
 /**
  * The options of `createRateLimiter`: the engine's options plus `clock`. No `anonymousKey`: the engine sees no
@@ -125,7 +141,10 @@ export const RateLimitOptionsSchema = options({ ...rateLimitEntries, anonymousKe
  */
 export const RateLimiterOptionsSchema = options(
   { ...rateLimitEntries, clock: v.optional(ClockSchema) },
-  { anonymousKey: 'the engine sees no request: pass the key to consume({ anonymousKey })' },
+  {
+    anonymousKey: 'the engine sees no request: pass the key to consume({ anonymousKey })',
+    cost: 'the engine charges what its caller says: pass consume(subject, { cost })',
+  },
 );
 
 const operationIds = OPERATIONS.map((operation) => operation.operationId);

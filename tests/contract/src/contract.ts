@@ -34,7 +34,10 @@ import {
   HOST_REFUSAL_HEADER,
   SLOW_PET_ID,
   PET_DEPRECATION,
+  EXPENSIVE_REPORT_COST,
   REPORTS_ACCOUNT_ID,
+  SHARED_ACCOUNT_ID,
+  SHARED_LIMITS,
   SMALL_LIMITS,
   STORE_ORDERS,
   type RunningServer,
@@ -196,6 +199,15 @@ export function defineContractCases(impl: ServerImpl): void {
     expect((await createWithKey(key, { name: 'Reused A' })).status).toBe(201);
     const before = (await list()).length;
     expectError(await createWithKey(key, { name: 'Reused B' }), server, 422, 'idempotency_key_reused');
+    expect((await list()).length).toBe(before);
+  });
+
+  it('answers 422 idempotency_key_reused when only the description differs: the whole body is the fingerprint', async () => {
+    const key = freshKey();
+    expect((await createWithKey(key, { name: 'Described', description: 'first' })).status).toBe(201);
+    const before = (await list()).length;
+    expectError(await createWithKey(key, { name: 'Described', description: 'second' }), server, 422, 'idempotency_key_reused');
+    expectError(await createWithKey(key, { name: 'Described' }), server, 422, 'idempotency_key_reused');
     expect((await list()).length).toBe(before);
   });
 
@@ -822,6 +834,94 @@ export function defineContractCases(impl: ServerImpl): void {
       });
     },
   );
+
+  itWhen(impl.capabilities.hostRoutes, 'a server without host routes')(
+    `charges GET /reports/expensive the guard's cost (${EXPENSIVE_REPORT_COST} units), on the same quota as the API`,
+    async () => {
+      await withOwnServer(async (own) => {
+        const expensive = await call(own, '/reports/expensive', { apiKey: API_KEYS.costs });
+        expect(expensive.status, expensive.text).toBe(200);
+        expect(intHeader(expensive, 'x-ratelimit-remaining')).toBe(60 - EXPENSIVE_REPORT_COST);
+        expect(intHeader(await call(own, '/reports', { apiKey: API_KEYS.costs }), 'x-ratelimit-remaining')).toBe(59 - EXPENSIVE_REPORT_COST);
+        expect(intHeader(await call(own, '/v1/categories', { apiKey: API_KEYS.costs }), 'x-ratelimit-remaining')).toBe(58 - EXPENSIVE_REPORT_COST);
+      });
+    },
+  );
+
+  // ---- costs per operation, account quotas, key bans, and the operator's peek and reset ----
+
+  it('charges each operation its x-rate-limit-cost, atomically, and the headers count units', async () => {
+    await withOwnServer(
+      async (own) => {
+        const description = jsonOf(await call(own, '/v1/openapi.json')) as { paths: Record<string, Record<string, Record<string, unknown>>> };
+        expect(description.paths['/categories']?.['post']?.['x-rate-limit-cost']).toBe(3);
+        expect(description.paths['/categories']?.['get']?.['x-rate-limit-cost']).toBe(1);
+        const created = await call(own, '/v1/categories', { method: 'POST', apiKey: API_KEYS.costs, json: { name: 'Costly' } });
+        expect(created.status, created.text).toBe(201);
+        expect(expectRateLimitHeaders(created, own)).toMatchObject({ limit: 60, remaining: 57 });
+        expect(intHeader(await call(own, '/v1/categories', { apiKey: API_KEYS.costs }), 'x-ratelimit-remaining')).toBe(56);
+        // Parallel creates costing 3 each: exactly the 18 that fit the 56 units left are admitted.
+        const answers = await Promise.all(
+          Array.from({ length: 25 }, (_, i) => call(own, '/v1/categories', { method: 'POST', apiKey: API_KEYS.costs, json: { name: `Costly ${i}` } })),
+        );
+        expect(answers.filter((answer) => answer.status === 201)).toHaveLength(18);
+        for (const answer of answers.filter((a) => a.status !== 201)) expectRateLimited(answer, own);
+        expect((await own.stores.categories.list()).length).toBe(19);
+      },
+      { rateLimit: { cost: { createCategory: 3 } } },
+    );
+  });
+
+  it('answers a request that costs more than what is left 429 with Retry-After, charging and creating nothing', async () => {
+    await withOwnServer(
+      async (own) => {
+        for (let i = 0; i < 3; i += 1) expect((await call(own, '/v1/categories', { apiKey: API_KEYS.limits })).status).toBe(200);
+        const refused = await call(own, '/v1/categories', { method: 'POST', apiKey: API_KEYS.limits, json: { name: 'Too dear' } });
+        expect(expectRateLimited(refused, own)).toBe(secondsToWindowEnd(own, MINUTE_MS));
+        expect(intHeader(refused, 'x-ratelimit-remaining')).toBe(2);
+        expect(await own.stores.categories.list()).toEqual([]);
+        // The 2 units left are still there for requests that fit them.
+        for (let i = 0; i < 2; i += 1) expect((await call(own, '/v1/categories', { apiKey: API_KEYS.limits })).status).toBe(200);
+        expectRateLimited(await call(own, '/v1/categories', { apiKey: API_KEYS.limits }), own);
+      },
+      { rateLimit: { cost: { createCategory: 3 } } },
+    );
+  });
+
+  it('shares one quota between the keys of an account, while a ban falls only on the key that earned it', async () => {
+    await withOwnServer(
+      async (own) => {
+        const get = (apiKey: string) => call(own, '/v1/categories', { apiKey });
+        const remaining: number[] = [];
+        for (const apiKey of [API_KEYS.sharedOne, API_KEYS.sharedTwo, API_KEYS.sharedOne, API_KEYS.sharedTwo]) {
+          const answer = await get(apiKey);
+          expect(answer.status, answer.text).toBe(200);
+          remaining.push(intHeader(answer, 'x-ratelimit-remaining'));
+        }
+        expect(remaining).toEqual([3, 2, 1, 0]);
+        expectError(await get(API_KEYS.sharedOne), own, 429, 'rate_limited');
+        const banned = await get(API_KEYS.sharedOne);
+        expectError(banned, own, 429, 'temporarily_banned');
+        expectError(await get(API_KEYS.sharedTwo), own, 429, 'rate_limited');
+        const peeked = await own.petstore.rateLimits.peek({ accountId: SHARED_ACCOUNT_ID });
+        expect(peeked.windows.map(({ name, used }) => ({ name, used }))).toEqual([
+          { name: 'minute', used: 4 },
+          { name: 'day', used: 4 },
+        ]);
+        expect(peeked.bans).toHaveLength(1);
+        expect(own.clock.now() + intHeader(banned, 'retry-after') * 1000).toBeGreaterThanOrEqual(peeked.bans[0]?.bannedUntilMs ?? Infinity);
+        own.clock.advance(MINUTE_MS);
+        expect((await get(API_KEYS.sharedTwo)).status).toBe(200);
+        expectError(await get(API_KEYS.sharedOne), own, 429, 'temporarily_banned');
+        // The operator lifts the ban: the account's record is reset, and the banned key is admitted at once.
+        await own.petstore.rateLimits.reset({ accountId: SHARED_ACCOUNT_ID });
+        const lifted = await get(API_KEYS.sharedOne);
+        expect(lifted.status, lifted.text).toBe(200);
+        expect(intHeader(lifted, 'x-ratelimit-remaining')).toBe(SHARED_LIMITS.requestsPerMinute - 1);
+      },
+      { rateLimit: { ban: { rejectedThreshold: 2, intervalMs: MINUTE_MS, durationMs: 15 * MINUTE_MS } } },
+    );
+  });
 
   itWhen(impl.capabilities.hostJsonParser !== undefined, 'a server without a host JSON parser')(
     "leaves the host's JSON parser alone: POST /echo answers with the parsed body",

@@ -25,6 +25,7 @@ import {
   type HostOperationHandler,
   type HostOperationId,
   type Petstore,
+  type PetstoreRateLimitOptions,
   type StaticApiKey,
 } from '@petstore/core';
 import { nodeHeadersCutOff, petstoreCheckExpectation, petstoreNodeHandler, writeNodeResponse } from '@petstore/core/node';
@@ -64,7 +65,20 @@ export const API_KEYS = {
   openapi: 'contract-openapi-free-key',
   /** Free plan, account {@link REPORTS_ACCOUNT_ID}: the guarded host route sharing the API's quota. */
   reports: 'contract-reports-free-key',
+  /** Free plan: the costs of operations and of the guard. */
+  costs: 'contract-costs-free-key',
+  /** Enterprise, {@link SHARED_LIMITS}, account {@link SHARED_ACCOUNT_ID}: one of two keys sharing one quota. */
+  sharedOne: 'contract-shared-one-enterprise-key',
+  /** The other key of {@link SHARED_ACCOUNT_ID}. */
+  sharedTwo: 'contract-shared-two-enterprise-key',
 } as const;
+
+/** The account of {@link API_KEYS.sharedOne} and {@link API_KEYS.sharedTwo}: one quota, a ban per key. */
+export const SHARED_ACCOUNT_ID = 'contract-account-shared';
+/** The limits of the shared account's keys. */
+export const SHARED_LIMITS = { requestsPerMinute: 4, requestsPerDay: 100 } as const;
+/** What `GET /reports/expensive` costs: the adapter's guard made with `{ cost }` (`petstore.guard(…, { cost })` on node:http). */
+export const EXPENSIVE_REPORT_COST = 4;
 
 /** The account of {@link API_KEYS.host}, which the getPetById handler echoes as `requestedBy`. */
 export const HOST_ACCOUNT_ID = 'contract-account-host';
@@ -89,6 +103,9 @@ const STATIC_KEYS: StaticApiKey[] = [
   { key: API_KEYS.host, plan: 'enterprise', limits: BIG_LIMITS, accountId: HOST_ACCOUNT_ID },
   { key: API_KEYS.openapi, plan: 'free' },
   { key: API_KEYS.reports, plan: 'free', accountId: REPORTS_ACCOUNT_ID },
+  { key: API_KEYS.costs, plan: 'free' },
+  { key: API_KEYS.sharedOne, plan: 'enterprise', limits: SHARED_LIMITS, accountId: SHARED_ACCOUNT_ID },
+  { key: API_KEYS.sharedTwo, plan: 'enterprise', limits: SHARED_LIMITS, accountId: SHARED_ACCOUNT_ID },
 ];
 
 /**
@@ -153,6 +170,8 @@ export interface StartOptions {
   deprecation?: Partial<DeprecationPolicy>;
   /** `maxKeys` of the memory store for callers without a valid key (per client address). Default: the store's. */
   anonymousMaxKeys?: number;
+  /** `rateLimit.cost` and `rateLimit.ban` of the petstore. Default: none (every operation costs 1; the default ban). */
+  rateLimit?: Pick<PetstoreRateLimitOptions, 'cost' | 'ban'>;
 }
 
 /**
@@ -161,7 +180,7 @@ export interface StartOptions {
  */
 export interface TestStores {
   categories: MemoryCategoryStore;
-  /** Rate-limit counters of API keys (`key:<keyId>`). */
+  /** Rate-limit records of API keys' accounts (`account:<accountId>`). */
   keys: MemoryRateLimitStore;
   /** Rate-limit counters of callers without a valid key (`anon:<address>`). */
   anonymous: MemoryRateLimitStore;
@@ -171,7 +190,8 @@ export interface TestStores {
 export interface ServerCapabilities {
   /**
    * The host app has its own routes: `GET /health` → `{ ok: true }`, and `GET /reports` behind the
-   * adapter's `petstoreGuard` → `{ accountId }` of the admitted principal.
+   * adapter's `petstoreGuard` → `{ accountId }` of the admitted principal (`GET /reports/expensive` the same,
+   * behind a guard costing {@link EXPENSIVE_REPORT_COST}).
    */
   hostRoutes: boolean;
   /** The host app parses JSON itself before the API sees the request, and serves `POST /echo` with it. */
@@ -273,7 +293,7 @@ export function testPetstore(options: StartOptions = {}): TestPetstore {
   const petstore = createPetstore({
     apiKeys: staticApiKeys(STATIC_KEYS),
     categories: stores.categories,
-    rateLimit: { store: stores.keys, anonymousStore: stores.anonymous },
+    rateLimit: { store: stores.keys, anonymousStore: stores.anonymous, ...options.rateLimit },
     clock,
     ...(options.handlers === false ? {} : { handlers }),
     deprecations: { getPetById: { ...PET_DEPRECATION, ...options.deprecation } },
@@ -328,6 +348,9 @@ const fastifyImpl: ServerImpl = {
     app.get('/reports', { onRequest: fastifyGuard(petstore) }, async (request) => ({
       accountId: principalOf(request)?.accountId,
     }));
+    app.get('/reports/expensive', { onRequest: fastifyGuard(petstore, { cost: EXPENSIVE_REPORT_COST }) }, async (request) => ({
+      accountId: principalOf(request)?.accountId,
+    }));
     await app.register(petstoreFastify, { prefix: '/v1', petstore });
     // Node answers an Expect other than 100-continue itself unless told otherwise: this hands those under /v1 to the API.
     app.server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
@@ -365,6 +388,9 @@ function expressImpl(name: string, framework: typeof express, withJsonParser: bo
       app.get('/reports', expressGuard(petstore), (request, response) => {
         response.json({ accountId: expressPrincipalOf(request)?.accountId });
       });
+      app.get('/reports/expensive', expressGuard(petstore, { cost: EXPENSIVE_REPORT_COST }), (request, response) => {
+        response.json({ accountId: expressPrincipalOf(request)?.accountId });
+      });
       app.use('/v1', petstoreExpress({ petstore }));
       app.use(((error, _request, response, _next) => {
         const status = (error as { status?: number }).status ?? 500;
@@ -393,9 +419,10 @@ const nodeImpl: ServerImpl = {
       prefix: '/v1',
       fallback: (request, response) => {
         if (request.url === '/health') return json(response, 200, { ok: true });
-        if (request.url !== '/reports') return json(response, 404, { host: 'not found' });
+        if (request.url !== '/reports' && request.url !== '/reports/expensive') return json(response, 404, { host: 'not found' });
+        const guardOptions = request.url === '/reports/expensive' ? { cost: EXPENSIVE_REPORT_COST } : {};
         void petstore
-          .guard({ method: request.method ?? 'GET', path: request.url, headers: request.headers, clientAddress: request.socket.remoteAddress })
+          .guard({ method: request.method ?? 'GET', path: request.url, headers: request.headers, clientAddress: request.socket.remoteAddress }, guardOptions)
           .then((result) =>
             result.allowed
               ? json(response, 200, { accountId: result.principal.accountId }, result.headers)

@@ -37,6 +37,15 @@ describe('staticApiKeys', () => {
     },
   ];
 
+  it('finds a principal by its keyId, and nothing for an unknown keyId', async () => {
+    const store = staticApiKeys(keys);
+    const pro = await store.findPrincipal(hashApiKey('pro-key'));
+    expect(pro).toBeDefined();
+    expect(await store.findByKeyId?.(pro?.keyId ?? '')).toBe(pro);
+    expect(await store.findByKeyId?.('pro-key')).toBeUndefined();
+    expect(await store.findByKeyId?.('__proto__')).toBeUndefined();
+  });
+
   it('resolves each key to its own principal', async () => {
     const store = staticApiKeys(keys);
     expect(await store.findPrincipal(hashApiKey('free-key'))).toMatchObject({ plan: 'free' });

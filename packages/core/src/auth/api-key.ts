@@ -51,9 +51,14 @@ export function apiKeyHashesEqual(a: Uint8Array, b: Uint8Array): boolean {
  * `findPrincipal` receives the SHA-256 digest of the presented key (32 bytes), never the key itself, and
  * answers (a promise of) `undefined` for an unknown key. A rejection (or a thrown error) becomes a 500
  * `internal_error` answer.
+ *
+ * `findByKeyId` (optional) answers the principal of a key by its `keyId`, or `undefined`: it lets an operator
+ * read or reset a key's limits by `keyId` (`petstore.rateLimits.peek({ keyId })`); without it, pass the
+ * `{ accountId }` instead. Never called while serving a request.
  */
 export interface ApiKeyStore {
   findPrincipal(apiKeyHash: Uint8Array): Promise<Principal | undefined>;
+  findByKeyId?(keyId: string): Promise<Principal | undefined>;
 }
 
 /** One key of a {@link staticApiKeys} store. */
@@ -73,7 +78,8 @@ export interface StaticApiKey {
  * comparison of the full 32-byte digests.
  *
  * Each principal's `keyId` is the first 16 bytes of the digest in base64url (22 characters): stable, not
- * secret, and useless for recovering the key.
+ * secret, and useless for recovering the key. `findByKeyId` finds a principal by it (for the operator's
+ * `petstore.rateLimits`).
  *
  * @throws TypeError naming the entry and the field, when an entry is not `{ key, plan, accountId?, limits? }`
  *   (a missing or empty key, a plan other than free, pro, business, enterprise, limits that are not whole
@@ -83,6 +89,7 @@ export function staticApiKeys(keys: readonly StaticApiKey[]): ApiKeyStore {
   assertOptions(StaticApiKeysSchema, keys, 'staticApiKeys');
   // Candidates by lookup key; almost always one each.
   const byLookupKey = new Map<number, { hash: Buffer; principal: Principal }[]>();
+  const byKeyId = new Map<string, Principal>();
   for (const entry of keys) {
     const keyHash = hashApiKey(entry.key);
     const candidates = byLookupKey.get(lookupKey(keyHash)) ?? [];
@@ -98,6 +105,7 @@ export function staticApiKeys(keys: readonly StaticApiKey[]): ApiKeyStore {
     });
     candidates.push({ hash: keyHash, principal });
     byLookupKey.set(lookupKey(keyHash), candidates);
+    byKeyId.set(keyId, principal);
   }
   return {
     async findPrincipal(apiKeyHash) {
@@ -109,5 +117,6 @@ export function staticApiKeys(keys: readonly StaticApiKey[]): ApiKeyStore {
       }
       return undefined;
     },
+    findByKeyId: async (keyId) => byKeyId.get(keyId),
   };
 }

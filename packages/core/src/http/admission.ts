@@ -11,7 +11,8 @@ import { bearerChallenge, readBearerCredential } from '../auth/bearer.js';
 import type { Principal } from '../auth/principal.js';
 import { isPetstoreError } from '../errors.js';
 import { UNKNOWN_CLIENT_ADDRESS, normalizeClientAddress } from '../rate-limit/client-address.js';
-import { createRateLimitDecider, type RateLimitDecision } from '../rate-limit/engine.js';
+import { PetstoreError } from '../errors.js';
+import { assertCost, createRateLimitEngine, type RateLimitDecision, type RateLimitOwner, type RateLimitPeek } from '../rate-limit/engine.js';
 import { errorAnswer, eventFor, type FailureAnswers } from './answers.js';
 import { emitEvent } from './events.js';
 import type { ResolvedOptions } from './petstore-options.js';
@@ -34,15 +35,52 @@ export type GuardResult =
  */
 export type Admission = { principal: Principal | undefined; headers: Record<string, string> } | { response: PetstoreResponse };
 
+/** Options of `Petstore.guard` for one call. */
+export interface GuardOptions {
+  /** Units this call charges, a whole number ≥ 1. Default: `rateLimit.cost.guard` (default 1). */
+  cost?: number;
+}
+
+/**
+ * Whose limits `petstore.rateLimits` reads or resets: an API key by its `keyId` (its account's record: the
+ * windows all the account's keys share, and — for `peek` — this key's ban), an account by `accountId` (the
+ * windows and every banned key), or a caller without a valid key by its client address (normalised like a
+ * request's: IPv6 grouped by `rateLimit.ipv6Subnet`) or by the key `rateLimit.anonymousKey` answered for it.
+ */
+export type PetstoreRateLimitSubject = { keyId: string } | { accountId: string } | { clientAddress: string } | { anonymousKey: string };
+
+/**
+ * The operator's view of the rate limits: read (`peek`) or clear (`reset`) one caller's windows and bans. Never
+ * exposed over HTTP by the library: call it from your own admin code.
+ */
+export interface PetstoreRateLimits {
+  /**
+   * The caller's windows (units used and left, reset times) and live bans with their ends, charging nothing.
+   * @throws PetstoreError `not_found` for a `keyId` the API-key store does not know; `service_unavailable`
+   *   (with `retryAfterSeconds`) when the rate-limit store fails; TypeError for a `keyId` when the API-key store
+   *   has no `findByKeyId`.
+   */
+  peek(subject: PetstoreRateLimitSubject): Promise<RateLimitPeek>;
+  /**
+   * Clears the caller's record: for a key or an account, the account's windows (shared by its keys) and the bans
+   * of all its keys; for an anonymous caller, its windows and ban. A ban lifted so is obeyed by the next request.
+   * Fail-open insurance stores (per process) are not reset.
+   * @throws as {@link PetstoreRateLimits.peek}.
+   */
+  reset(subject: PetstoreRateLimitSubject): Promise<void>;
+}
+
 /** The admission of one petstore. */
 export interface Admitter {
   /**
-   * Steps 1–3 for a request; `publicOperation` spares it the 401 (it is still rate limited). A failing store
-   * rejects (the caller answers it).
+   * Steps 1–3 for a request charged `cost` units; `publicOperation` spares it the 401 (it is still rate
+   * limited). A failing store rejects (the caller answers it).
    */
-  admit(request: GuardRequest, publicOperation: boolean): Promise<Admission>;
-  /** Steps 1–3 for a host route, failures answered too. Never throws. */
-  guard(request: GuardRequest): Promise<GuardResult>;
+  admit(request: GuardRequest, publicOperation: boolean, cost: number): Promise<Admission>;
+  /** Steps 1–3 for a host route, failures answered too. Never throws but for a wrong `cost` (TypeError). */
+  guard(request: GuardRequest, options?: GuardOptions): Promise<GuardResult>;
+  /** `petstore.rateLimits`. */
+  rateLimits: PetstoreRateLimits;
 }
 
 /** The outcome of authentication: the principal of a valid key; `presented` when a credential was sent. */
@@ -54,10 +92,10 @@ const NOT_PRESENTED: Authentication = Object.freeze({ presented: false });
 const PRESENTED_INVALID: Authentication = Object.freeze({ presented: true });
 
 export function createAdmission(options: ResolvedOptions, failures: FailureAnswers): Admitter {
-  const { apiKeys, realm, onEvent, warn, clock } = options;
-  const { anonymousKey, ...rateLimit } = options.rateLimit;
+  const { apiKeys, realm, onEvent, warn, clock, costs } = options;
+  const { anonymousKey, cost: _costs, ...rateLimit } = options.rateLimit;
   const ipv6Subnet = rateLimit.ipv6Subnet;
-  const decideRateLimit = createRateLimitDecider({ onStoreError: options.onInternalError, ...rateLimit, clock });
+  const limiter = createRateLimitEngine({ onStoreError: options.onInternalError, ...rateLimit, clock });
 
   /** Step 1: who is calling. */
   async function authenticate(request: GuardRequest): Promise<Authentication> {
@@ -124,16 +162,19 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
   // Every store call is simply awaited: a synchronous path for stores that answer without a promise was
   // measured to save too little to keep (BENCHMARKS.md, section "HTTP: GET /v1/categories, authenticated,
   // three categories", holds the server CPU per request it was weighed against).
-  async function admit(request: GuardRequest, publicOperation: boolean): Promise<Admission> {
+  async function admit(request: GuardRequest, publicOperation: boolean, cost: number): Promise<Admission> {
     const authentication = await authenticate(request);
     const principal = authentication.principal;
-    const decision = await decideRateLimit(principal ? { principal } : { anonymousKey: anonymousKeyOf(request) });
+    const subject = principal ? { principal } : { anonymousKey: anonymousKeyOf(request) };
+    const decision = await limiter.consume(subject, cost === 1 ? undefined : { cost });
     return conclude(request, publicOperation, authentication, decision);
   }
 
-  async function guard(request: GuardRequest): Promise<GuardResult> {
+  async function guard(request: GuardRequest, guardOptions?: GuardOptions): Promise<GuardResult> {
+    const cost = guardOptions?.cost ?? costs.guard;
+    if (guardOptions?.cost !== undefined) assertCost(cost, 'petstore.guard: cost');
     try {
-      const admitted = await admit(request, false);
+      const admitted = await admit(request, false, cost);
       if ('response' in admitted) return { allowed: false, response: admitted.response };
       return { allowed: true, principal: admitted.principal as Principal, headers: admitted.headers };
     } catch (error) {
@@ -142,5 +183,29 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
     }
   }
 
-  return { admit, guard };
+  /** The engine's owner for an operator's subject. */
+  async function ownerOf(subject: PetstoreRateLimitSubject): Promise<RateLimitOwner> {
+    if (typeof subject !== 'object' || subject === null) {
+      throw new TypeError('petstore.rateLimits: the subject must be { keyId }, { accountId }, { clientAddress } or { anonymousKey }');
+    }
+    if ('keyId' in subject) {
+      if (apiKeys.findByKeyId === undefined) {
+        throw new TypeError('petstore.rateLimits: { keyId } needs an ApiKeyStore with findByKeyId(keyId); pass { accountId } instead');
+      }
+      const principal = await apiKeys.findByKeyId(subject.keyId);
+      if (principal === undefined) throw new PetstoreError('not_found', `No API key has the keyId ${JSON.stringify(String(subject.keyId).slice(0, 60))}.`);
+      return { accountId: principal.accountId, keyId: principal.keyId };
+    }
+    if ('accountId' in subject) return { accountId: subject.accountId };
+    if ('anonymousKey' in subject) return { anonymousKey: subject.anonymousKey };
+    if ('clientAddress' in subject) return { clientAddress: subject.clientAddress };
+    throw new TypeError('petstore.rateLimits: the subject must be { keyId }, { accountId }, { clientAddress } or { anonymousKey }');
+  }
+
+  const rateLimits: PetstoreRateLimits = {
+    peek: async (subject) => limiter.peek(await ownerOf(subject)),
+    reset: async (subject) => limiter.reset(await ownerOf(subject)),
+  };
+
+  return { admit, guard, rateLimits };
 }

@@ -5,6 +5,8 @@
 import { describe, expect, it } from 'vitest';
 import { hash } from 'node:crypto';
 import { createPetstore } from './pipeline.js';
+import { newCategoryFingerprint } from './idempotency.js';
+import { NewCategorySchema, type NewCategory } from '../schemas.js';
 import { FREE_KEY, ONE_PER_MINUTE_KEY, expectError, keyIdOf, parse, testPetstore } from '../../test-support/petstore.js';
 import type { BodyReadResult, PetstoreHeaders, PetstoreRequest, PetstoreRequestBody } from './types.js';
 
@@ -43,6 +45,29 @@ describe('createCategory with Idempotency-Key', () => {
     const reused = await petstore.handle(create('{"name":"Cats"}', '"k"'));
     expectError(reused, 422, 'idempotency_key_reused');
     expect(categories.records.map((category) => category.name)).toEqual(['Dogs']);
+  });
+
+  it('answers 422 when only the description differs, or is left out, or sent empty: the whole body is the fingerprint', async () => {
+    const { petstore, categories } = testPetstore();
+    expect((await petstore.handle(create('{"name":"Dogs","description":"Canine"}', '"d"'))).status).toBe(201);
+    for (const other of ['{"name":"Dogs","description":"Feline"}', '{"name":"Dogs"}', '{"name":"Dogs","description":""}']) {
+      expectError(await petstore.handle(create(other, '"d"')), 422, 'idempotency_key_reused');
+    }
+    expect((await petstore.handle(create('{"name":"Birds"}', '"e"'))).status).toBe(201);
+    expectError(await petstore.handle(create('{"name":"Birds","description":""}', '"e"')), 422, 'idempotency_key_reused');
+    expect(categories.records.map((category) => category.name)).toEqual(['Dogs', 'Birds']);
+  });
+
+  it('fingerprints every field of NewCategory: a change to any one of them is another fingerprint', () => {
+    const full: Record<string, string> = { name: 'Dogs', description: 'Canine' };
+    // Every field the schema has is in `full`, so a field added to the schema fails here until it is covered.
+    expect(Object.keys(NewCategorySchema.entries).sort()).toEqual(Object.keys(full).sort());
+    const fingerprint = newCategoryFingerprint(full as NewCategory);
+    for (const field of Object.keys(full)) {
+      expect(newCategoryFingerprint({ ...full, [field]: `${full[field]} changed` } as NewCategory), field).not.toBe(fingerprint);
+    }
+    expect(newCategoryFingerprint({ name: 'Dogs' })).not.toBe(newCategoryFingerprint({ name: 'Dogs', description: '' }));
+    expect(newCategoryFingerprint({ description: 'Canine', name: 'Dogs' })).toBe(fingerprint);
   });
 
   it('answers 409 idempotency_key_in_flight with Retry-After while the first create with the key is still being read', async () => {

@@ -49,7 +49,12 @@ export function scopedIdempotencyKey(keyId: string, idempotencyKey: string): str
   return hash('sha256', JSON.stringify([keyId, idempotencyKey]), 'hex');
 }
 
-/** The request's fingerprint: SHA-256 (hex) of the validated NewCategory, so key order and whitespace do not matter. */
+/**
+ * The request's fingerprint: SHA-256 (hex) of every field of the validated NewCategory, sorted by name, so key
+ * order and whitespace do not matter, a field left out differs from one sent empty, and a field the schema gains
+ * is covered without a change here.
+ */
 export function newCategoryFingerprint(newCategory: NewCategory): string {
-  return hash('sha256', JSON.stringify([newCategory.name, newCategory.description ?? null]), 'hex');
+  const fields = Object.entries(newCategory).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return hash('sha256', JSON.stringify(fields), 'hex');
 }

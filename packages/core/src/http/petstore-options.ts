@@ -6,7 +6,9 @@
 import type { ApiKeyStore } from '../auth/api-key.js';
 import { systemClock, type Clock } from '../clock.js';
 import { buildOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from '../openapi/document.js';
-import { PetstoreOptionsSchema, assertOptions } from '../options.js';
+import { COST_NAMES, PetstoreOptionsSchema, assertOptions } from '../options.js';
+import type { PlanLimits } from '../auth/principal.js';
+import { DEFAULT_ANONYMOUS_LIMITS, DEFAULT_PLAN_LIMITS } from '../rate-limit/plans.js';
 import type { RateLimiterOptions } from '../rate-limit/engine.js';
 import type { CategoryStore } from '../storage/category-store.js';
 import { DEFAULT_BODY_LIMIT_BYTES } from './body.js';
@@ -30,8 +32,25 @@ export interface AnonymousRequest {
   clientAddress?: string | undefined;
 }
 
-/** `rateLimit` of {@link PetstoreOptions}: the engine's options (its clock is the petstore's), plus `anonymousKey`. */
+/** What `rateLimit.cost` prices: each operation, and `guard` (the host's own routes behind `petstore.guard`). */
+export type CostName = OperationId | 'guard';
+
+/**
+ * `rateLimit` of {@link PetstoreOptions}: the engine's options (its clock is the petstore's), plus `anonymousKey`
+ * and `cost`.
+ */
 export interface PetstoreRateLimitOptions extends Omit<RateLimiterOptions, 'clock'> {
+  /**
+   * Units each operation charges to every window of its caller, a whole number ≥ 1 each; default 1. Names:
+   * `listCategories`, `createCategory`, `getOpenApiDocument`, `getPetById`, `listStoreOrders`, and `guard` for
+   * the host's routes behind `petstore.guard` (a call may override it: `guard(request, { cost })`). Requests that
+   * match no operation (404, 405) cost 1. The limits, `X-RateLimit-*` and the standard headers count units; the
+   * OpenAPI description states each operation's cost (`x-rate-limit-cost`). Checked at creation: a cost above the
+   * smallest limit of a plan or of the anonymous policy (a request that could never be admitted) is refused;
+   * per-key custom `limits` below a cost answer 429 to that operation.
+   * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#costs
+   */
+  cost?: Partial<Record<CostName, number>>;
   /**
    * Who a caller without a valid API key is, for the anonymous limits: a function of the request answering
    * a string (a client address your infrastructure vouches for, a session id …) or `undefined`. Default:
@@ -105,6 +124,8 @@ export interface ResolvedOptions {
   apiKeys: ApiKeyStore;
   categories: CategoryStore;
   rateLimit: PetstoreRateLimitOptions;
+  /** Units per operation and for the guard, every name present (default 1). */
+  costs: Readonly<Record<CostName, number>>;
   handlers: Partial<Record<HostOperationId, HostOperationHandler>>;
   /** The configured deprecations over the default ones, without the removed (`null`) entries. */
   deprecations: Partial<Record<OperationId, DeprecationPolicy>>;
@@ -131,6 +152,8 @@ export interface ResolvedOptions {
  */
 export function resolveOptions(options: PetstoreOptions): ResolvedOptions {
   assertOptions(PetstoreOptionsSchema, options, 'createPetstore');
+  // Every check before the first warning: a petstore that is refused warns about nothing.
+  const costs = resolveCosts(options.rateLimit);
   const warn = warningsOnce(options.onWarning);
   const handlers = options.handlers ?? {};
   const deprecations: Partial<Record<OperationId, DeprecationPolicy>> = {};
@@ -145,12 +168,13 @@ export function resolveOptions(options: PetstoreOptions): ResolvedOptions {
     }
   }
   const stability = { ...options.stability };
-  const openapi = buildOpenApiDocument(options.openapi ?? {}, { deprecations, stability });
+  const openapi = buildOpenApiDocument(options.openapi ?? {}, { deprecations, stability, costs });
   const report = options.onInternalError ?? ((error: unknown) => console.error('[petstore] internal error:', error));
   return {
     apiKeys: options.apiKeys,
     categories: options.categories,
     rateLimit: options.rateLimit,
+    costs,
     handlers,
     deprecations,
     stability,
@@ -171,4 +195,30 @@ export function resolveOptions(options: PetstoreOptions): ResolvedOptions {
     },
     warn,
   };
+}
+
+/**
+ * Every cost, defaults filled in, checked against the limits: a cost above the smallest (non-zero) limit of a
+ * plan or of the anonymous policy names an operation that plan could never be admitted to.
+ * @throws TypeError naming the cost and the limit it exceeds.
+ */
+function resolveCosts(rateLimit: PetstoreRateLimitOptions): Readonly<Record<CostName, number>> {
+  const costs = Object.fromEntries(COST_NAMES.map((name) => [name, rateLimit.cost?.[name] ?? 1])) as Record<CostName, number>;
+  const policies: Array<[string, PlanLimits]> = [
+    ...Object.entries({ ...DEFAULT_PLAN_LIMITS, ...rateLimit.plans }).map(([plan, limits]) => [`rateLimit.plans.${plan}`, limits] as [string, PlanLimits]),
+    ['rateLimit.anonymous', rateLimit.anonymous ?? DEFAULT_ANONYMOUS_LIMITS],
+  ];
+  for (const [name, cost] of Object.entries(rateLimit.cost ?? {})) {
+    for (const [where, limits] of policies) {
+      for (const field of ['requestsPerMinute', 'requestsPerDay'] as const) {
+        const limit = limits[field];
+        if (limit > 0 && (cost as number) > limit) {
+          throw new TypeError(
+            `createPetstore: rateLimit.cost.${name} is ${String(cost)}, more than ${where}.${field} (${limit}): such a request could never be admitted`,
+          );
+        }
+      }
+    }
+  }
+  return Object.freeze(costs);
 }

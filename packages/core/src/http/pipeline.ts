@@ -3,9 +3,10 @@
  *
  * Order of the steps, for every request below the prefix (each in the file named):
  * 1. authentication: the bearer API key is resolved to a principal, or not (admission.ts);
- * 2. rate limiting, after authentication: charged to the key, or to the caller without a valid key (its
- *    client address or `rateLimit.anonymousKey`); over the limit → 429 (`rate_limited` /
- *    `temporarily_banned`) with `Retry-After` (admission.ts);
+ * 2. rate limiting, after authentication: the operation's cost (`rateLimit.cost`; 1 for a path or method that
+ *    matches no operation) charged to the key's account, or to the caller without a valid key (its client
+ *    address or `rateLimit.anonymousKey`); over the limit → 429 (`rate_limited` / `temporarily_banned`) with
+ *    `Retry-After` (admission.ts);
  * 3. header fields dropped by the server (`headersIncomplete`) → 431; no valid key → 401 with
  *    `WWW-Authenticate` (nothing is created), except for public operations (`GET /openapi.json`)
  *    (admission.ts);
@@ -26,7 +27,7 @@
 import type { Principal } from '../auth/principal.js';
 import { isPetstoreError } from '../errors.js';
 import type { OpenApiDocument } from '../openapi/document.js';
-import { createAdmission, type GuardRequest, type GuardResult } from './admission.js';
+import { createAdmission, type GuardOptions, type GuardRequest, type GuardResult, type PetstoreRateLimits } from './admission.js';
 import { errorAnswer, failureAnswers, safeMethod, textAnswer } from './answers.js';
 import { createCategoryOperations } from './category-operations.js';
 import { deprecationHeaders, isGone } from './deprecation.js';
@@ -57,9 +58,17 @@ export interface Petstore {
   fetch(request: Request, info?: FetchInfo): Promise<Response>;
   /**
    * Authentication then rate limiting, alone — the same keys, plans, quotas, headers and errors as the API —
-   * for the host's own routes. Never throws.
+   * for the host's own routes, charging `options.cost` units (default: `rateLimit.cost.guard`, itself default 1).
+   * Never throws for a request: every failure is an answer. Rejects with a TypeError for a `cost` that is not a
+   * whole number ≥ 1 (a mistake in the calling code).
    */
-  guard(request: GuardRequest): Promise<GuardResult>;
+  guard(request: GuardRequest, options?: GuardOptions): Promise<GuardResult>;
+  /**
+   * The operator's calls: `peek` (a caller's windows and bans, charging nothing) and `reset` (clear them), by
+   * `{ keyId }`, `{ accountId }`, `{ clientAddress }` or `{ anonymousKey }`. Not exposed over HTTP.
+   * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#reading-and-resetting-limits
+   */
+  readonly rateLimits: PetstoreRateLimits;
   /** The OpenAPI 3.0.3 description served at `{prefix}/openapi.json`. */
   readonly openapi: OpenApiDocument;
   /** Where the API is mounted for {@link Petstore.fetch} and `petstoreNodeHandler`: the `prefix` option, default `/v1`. */
@@ -85,7 +94,8 @@ export function createPetstore(options: PetstoreOptions): Petstore {
   const resolved = resolveOptions(options);
   const { clock, deprecations, openapiJson } = resolved;
   const failures = failureAnswers(resolved);
-  const { admit, guard } = createAdmission(resolved, failures);
+  const { admit, guard, rateLimits } = createAdmission(resolved, failures);
+  const { costs } = resolved;
   const categories = createCategoryOperations(resolved);
   const runHostOperation = createHostOperations(resolved);
 
@@ -94,7 +104,8 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     let headers: Record<string, string> = {};
     try {
       const route = matchRoute(request.method, request.path);
-      const admitted = await admit(request, route.kind === 'operation' && route.operation.public);
+      const isOperation = route.kind === 'operation';
+      const admitted = await admit(request, isOperation && route.operation.public, isOperation ? costs[route.operation.operationId] : 1);
       if ('response' in admitted) return admitted.response;
       headers = admitted.headers;
       const principal = admitted.principal as Principal; // only public operations admit without one
@@ -138,6 +149,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
   const petstore: Petstore = {
     handle,
     guard,
+    rateLimits,
     fetch: (request, info) => handleFetch(petstore, request, info),
     openapi: resolved.openapi,
     prefix: resolved.prefix,

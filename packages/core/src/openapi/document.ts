@@ -35,10 +35,14 @@ export interface OpenApiOptions {
 /** `info.license` when the options give none. */
 export const DEFAULT_OPENAPI_LICENSE: Readonly<{ name: string; url: string }> = Object.freeze({ name: 'MIT', url: 'https://opensource.org/licenses/MIT' });
 
-/** What the document needs besides {@link OpenApiOptions}: the resolved deprecations and stability markers. */
+/**
+ * What the document needs besides {@link OpenApiOptions}: the resolved deprecations and stability markers, and
+ * the units each operation charges to the rate limit (`x-rate-limit-cost`; default 1 for an operation not listed).
+ */
 export interface OpenApiOperationInfo {
   deprecations: Readonly<Partial<Record<OperationId, DeprecationPolicy>>>;
   stability: Readonly<Partial<Record<OperationId, Stability>>>;
+  costs?: Readonly<Partial<Record<OperationId, number>>>;
 }
 
 /** The OpenAPI version of the description. */
@@ -185,6 +189,8 @@ export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOpera
       summary: operation.summary,
       ...(deprecation ? { deprecated: true } : {}),
       ...(stability ? { 'x-stability': stability } : {}),
+      // Units of the caller's rate limit this operation charges (docs/http-api.md, "Costs").
+      'x-rate-limit-cost': info.costs?.[operation.operationId] ?? 1,
       ...(operation.public ? { security: [] } : {}),
       ...(operation.path.includes('{petId}')
         ? {
@@ -247,8 +253,11 @@ export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOpera
       },
       schemas: { Category: category, NewCategory: schemaOf(NewCategorySchema), Error: schemaOf(ErrorBodySchema) },
       headers: {
-        'X-RateLimit-Limit': { description: 'The limit in force for the caller (the window closest to exhaustion).', schema: { type: 'integer' } },
-        'X-RateLimit-Remaining': { description: 'Requests remaining in that window.', schema: { type: 'integer' } },
+        'X-RateLimit-Limit': {
+          description: 'The limit in force for the caller, in units (the window closest to exhaustion); each operation charges its x-rate-limit-cost.',
+          schema: { type: 'integer' },
+        },
+        'X-RateLimit-Remaining': { description: 'Units remaining in that window.', schema: { type: 'integer' } },
         'X-RateLimit-Reset': { description: 'Unix time, in whole seconds rounded up, at which that window resets.', schema: { type: 'integer' } },
         'Retry-After': { description: 'Seconds to wait before retrying (whole number, at least 1).', schema: { type: 'integer', minimum: 1 } },
         Deprecation: { description: 'When the operation was deprecated, as @<unix-seconds> (RFC 9745).', schema: { type: 'string' } },

@@ -374,3 +374,148 @@ describe('createRateLimiter: standard headers', () => {
     });
   });
 });
+
+describe('createRateLimiter: costs', () => {
+  it('charges the cost in units to every window, and counts the headers in units', async () => {
+    const { clock, limiter } = setup();
+    const free = principal('free');
+    clock.advance(15 * SECOND);
+    const dear = await limiter.consume(free, { cost: 5 });
+    expect(dear.allowed).toBe(true);
+    expect(dear.headers).toMatchObject({ 'x-ratelimit-limit': '60', 'x-ratelimit-remaining': '55' });
+    expect(dear.result.windows.map((window) => window.used)).toEqual([5, 5]);
+    expect((await limiter.consume(free)).headers['x-ratelimit-remaining']).toBe('54');
+  });
+
+  it('refuses a cost above what is left with 429 and charges nothing; Retry-After runs to the window that lacks room', async () => {
+    const { clock, limiter } = setup();
+    const free = principal('free');
+    clock.advance(15 * SECOND);
+    await limiter.consume(free, { cost: 57 });
+    const refused = await limiter.consume(free, { cost: 5 });
+    expect(refused).toMatchObject({ allowed: false, reason: 'rate_limited', retryAfterSeconds: 45 });
+    expect(refused.headers).toMatchObject({ 'x-ratelimit-remaining': '3', 'retry-after': '45' });
+    const fits = await limiter.consume(free, { cost: 3 });
+    expect(fits.allowed).toBe(true);
+    expect(fits.result.windows.map((window) => window.used)).toEqual([60, 60]);
+  });
+
+  it('waits for the day when the day is what lacks room for the cost, though the minute has some', async () => {
+    const { clock, limiter } = setup();
+    const free = principal('free');
+    clock.set(Date.UTC(2026, 0, 1, 10));
+    for (let minute = 0; minute < 20; minute++) {
+      await limiter.consume(free, { cost: 49 });
+      clock.advance(MINUTE);
+    }
+    // 980 of the day's 1,000 used: a cost of 30 fits the fresh minute, not the day.
+    const refused = await limiter.consume(free, { cost: 30 });
+    expect(refused).toMatchObject({ allowed: false, reason: 'rate_limited' });
+    expect(refused.retryAfterSeconds).toBe((Date.UTC(2026, 0, 2) - clock.now()) / 1000);
+    expect((await limiter.consume(free, { cost: 20 })).allowed).toBe(true);
+  });
+
+  it.each([0, -1, 1.5, Number.NaN, '2' as unknown as number])('rejects a cost of %s with a TypeError, charging nothing', async (cost) => {
+    const { limiter, store } = setup();
+    await expect(limiter.consume(principal('free'), { cost })).rejects.toThrow(/cost must be a whole number >= 1/);
+    expect(store.keys(T0)).toEqual([]);
+  });
+});
+
+describe('createRateLimiter: one record per account, bans per key', () => {
+  const ban: BanPolicy = { rejectedThreshold: 2, intervalMs: MINUTE, durationMs: 10 * MINUTE };
+  const keyOf = (keyId: string, accountId = 'acme') => ({ principal: { keyId, accountId, plan: 'enterprise' as const, limits: { requestsPerMinute: 3, requestsPerDay: 100 } } });
+
+  it('shares the quota between the keys of one account, and not with other accounts', async () => {
+    const { limiter, store } = setup({ ban });
+    expect((await limiter.consume(keyOf('k1'), { cost: 2 })).allowed).toBe(true);
+    const second = await limiter.consume(keyOf('k2'));
+    expect(second.headers['x-ratelimit-remaining']).toBe('0');
+    expect((await limiter.consume(keyOf('k1'))).allowed).toBe(false);
+    expect((await limiter.consume(keyOf('k9', 'other'))).allowed).toBe(true);
+    expect(store.keys(T0).sort()).toEqual(['account:acme', 'account:other']);
+  });
+
+  it('bans only the key that earned it; the account goes on through its other keys', async () => {
+    const { clock, limiter } = setup({ ban });
+    await send(limiter, keyOf('k1'), 3);
+    expect((await limiter.consume(keyOf('k1'))).reason).toBe('rate_limited');
+    expect((await limiter.consume(keyOf('k1'))).reason).toBe('banned');
+    expect((await limiter.consume(keyOf('k2'))).reason).toBe('rate_limited');
+    clock.advance(MINUTE);
+    expect((await limiter.consume(keyOf('k1'))).reason).toBe('banned');
+    expect((await limiter.consume(keyOf('k2'))).allowed).toBe(true);
+  });
+});
+
+describe('createRateLimiter: peek and reset', () => {
+  const ban: BanPolicy = { rejectedThreshold: 1, intervalMs: MINUTE, durationMs: 10 * MINUTE };
+  const keyOf = (keyId: string) => ({ principal: { keyId, accountId: 'acme', plan: 'enterprise' as const, limits: { requestsPerMinute: 2, requestsPerDay: 100 } } });
+
+  it('reads an account without charging it: windows in units, every banned key, or one key', async () => {
+    const { clock, limiter } = setup({ ban });
+    clock.advance(20 * SECOND);
+    await limiter.consume(keyOf('k1'), { cost: 2 });
+    await limiter.consume(keyOf('k2')); // refused: k2 banned
+    const banEnd = T0 + 20 * SECOND + 10 * MINUTE;
+    const peeked = await limiter.peek({ accountId: 'acme' });
+    expect(peeked).toEqual({
+      nowMs: T0 + 20 * SECOND,
+      windows: [
+        { name: 'minute', limit: 2, windowMs: MINUTE, used: 2, remaining: 0, resetAtMs: T0 + MINUTE },
+        { name: 'day', limit: 100, windowMs: 86_400_000, used: 2, remaining: 98, resetAtMs: T0 + 86_400_000 },
+      ],
+      bans: [{ keyId: 'k2', bannedUntilMs: banEnd }],
+    });
+    expect((await limiter.peek({ accountId: 'acme', keyId: 'k1' })).bans).toEqual([]);
+    expect((await limiter.peek({ accountId: 'acme', keyId: 'k2' })).bans).toEqual([{ keyId: 'k2', bannedUntilMs: banEnd }]);
+    expect(await limiter.peek({ accountId: 'acme' })).toEqual(peeked); // nothing charged
+    expect(await limiter.peek({ accountId: 'nobody' })).toEqual({ nowMs: T0 + 20 * SECOND, windows: [], bans: [] });
+  });
+
+  it('reads and resets an anonymous caller by its address, normalised as a request is', async () => {
+    const { limiter } = setup({ ban, anonymous: { requestsPerMinute: 1, requestsPerDay: 10 } });
+    await limiter.consume({ clientAddress: '2001:db8:1:2::5' });
+    await limiter.consume({ clientAddress: '2001:db8:1:2::6' }); // the same /64: refused and banned
+    const peeked = await limiter.peek({ clientAddress: '2001:db8:1:2:ffff::1' });
+    expect(peeked.windows.map((window) => window.used)).toEqual([1, 1]);
+    expect(peeked.bans).toEqual([{ bannedUntilMs: T0 + 10 * MINUTE }]);
+    await limiter.reset({ clientAddress: '2001:db8:1:2::7' });
+    expect((await limiter.consume({ clientAddress: '2001:db8:1:2::5' })).allowed).toBe(true);
+  });
+
+  it('resets an account: its shared windows and the bans of all its keys; the next request is admitted', async () => {
+    const { limiter } = setup({ ban });
+    await limiter.consume(keyOf('k1'), { cost: 2 });
+    await limiter.consume(keyOf('k1'));
+    await limiter.consume(keyOf('k2'));
+    expect((await limiter.peek({ accountId: 'acme' })).bans.map((entry) => entry.keyId)).toEqual(['k1', 'k2']);
+    await limiter.reset({ accountId: 'acme', keyId: 'k1' });
+    expect(await limiter.peek({ accountId: 'acme' })).toMatchObject({ windows: [], bans: [] });
+    expect((await limiter.consume(keyOf('k2'))).allowed).toBe(true);
+  });
+
+  it('answers 503 service_unavailable when the store fails, reporting the error; the insurance store is not read', async () => {
+    const failure = new Error('store down');
+    const errors: unknown[] = [];
+    const insurance = testRateLimitStore();
+    const limiter = createRateLimiter({
+      store: { consume: () => Promise.reject(failure), peek: () => Promise.reject(failure), reset: () => Promise.reject(failure) },
+      clock: fakeClock(T0),
+      onStoreFailure: { mode: 'fail-open', insuranceStore: insurance },
+      onStoreError: (error) => errors.push(error),
+    });
+    await limiter.consume(keyOf('k1'));
+    expect(insurance.keys(T0)).toEqual(['account:acme']);
+    for (const call of [() => limiter.peek({ accountId: 'acme' }), () => limiter.reset({ accountId: 'acme' })]) {
+      await expect(call()).rejects.toMatchObject({ code: 'service_unavailable', retryAfterSeconds: 5, cause: failure });
+    }
+    expect(errors).toEqual([failure, failure, failure]);
+  });
+
+  it('refuses an owner it cannot place with a TypeError', async () => {
+    const { limiter } = setup();
+    await expect(limiter.peek({} as never)).rejects.toThrow(TypeError);
+    await expect(limiter.reset({ accountId: '' })).rejects.toThrow(/accountId must be a non-empty string/);
+  });
+});

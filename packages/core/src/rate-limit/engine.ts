@@ -9,14 +9,14 @@ import { RateLimiterOptionsSchema, assertOptions } from '../options.js';
 import { PetstoreError } from '../errors.js';
 import { rateLimitHeaders, retryAfterSeconds, standardRateLimitHeaders } from './headers.js';
 import { DEFAULT_ANONYMOUS_LIMITS, DEFAULT_BAN_POLICY, DEFAULT_PLAN_LIMITS, assertPlanLimits, windowsForLimits } from './plans.js';
-import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitStore, RateLimitWindow } from './types.js';
+import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitSnapshot, RateLimitStore, RateLimitWindow, WindowUsage } from './types.js';
 
 /** Options of {@link createRateLimiter}. */
 export interface RateLimiterOptions {
-  /** Store for callers with a valid API key (keys `key:<keyId>`). */
+  /** Store for callers with a valid API key: one record per account (`account:<accountId>`), shared by its keys. */
   store: RateLimitStore;
   /**
-   * Store for callers without a valid key (keys `anon:<address>`). Default: a separate, empty store of the same
+   * Store for callers without a valid key (records `anon:<address>`). Default: a separate, empty store of the same
    * kind and bounds, from `store.newStore()` (the memory store has it), so a flood of anonymous addresses
    * cannot evict the counters of paying keys from a bounded store; `store` itself when it has no `newStore`
    * (a shared store such as Redis, where keys are not evicted for lack of room).
@@ -36,7 +36,7 @@ export interface RateLimiterOptions {
   onStoreError?: (error: unknown) => void;
   /**
    * Also send the standard `RateLimit-Policy` and `RateLimit` headers of
-   * draft-ietf-httpapi-ratelimit-headers-10 (see `standardRateLimitHeaders`). Default `false`; the
+   * draft-ietf-httpapi-ratelimit-headers-11 (see `standardRateLimitHeaders`). Default `false`; the
    * `X-RateLimit-*` headers are always sent.
    * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#standard-rate-limit-headers
    */
@@ -76,10 +76,35 @@ export type RateLimitSubject =
   | { anonymousKey: string };
 
 /**
+ * Whose limits `peek` and `reset` read or clear: an account (its record is shared by all its keys; with
+ * `keyId`, `peek` reports that key's ban only), or a caller without a valid key, by client address (normalised
+ * like a request's: IPv6 grouped by `ipv6Subnet`) or by the anonymous key the caller chose.
+ */
+export type RateLimitOwner = { accountId: string; keyId?: string } | { clientAddress: string | undefined } | { anonymousKey: string };
+
+/**
+ * What `peek` answers: the owner's windows as of `nowMs` (units used and remaining, reset times, the limits they
+ * were last charged with; `used` 0 for a window whose period has ended), and the live bans with their ends — of
+ * the account's keys (`keyId`), or of the anonymous caller (no `keyId`). Nothing was charged.
+ */
+export interface RateLimitPeek {
+  /** When the record was read, Unix epoch ms (the store's own clock where it decides by one). */
+  nowMs: number;
+  windows: WindowUsage[];
+  bans: Array<{ keyId?: string; bannedUntilMs: number }>;
+}
+
+/** Options of {@link RateLimiter.consume}. */
+export interface ConsumeOptions {
+  /** Units charged to every window; a whole number ≥ 1. Default 1. */
+  cost?: number;
+}
+
+/**
  * The engine's answer for one request.
  *
- * `headers`: lowercase header names → values, for every answer. `retryAfterSeconds` is set when
- * rejected. `result` is the store's raw outcome.
+ * `headers`: lowercase header names → values, for every answer; they count units. `retryAfterSeconds` is set
+ * when rejected. `result` is the store's raw outcome.
  */
 export interface RateLimitDecision {
   allowed: boolean;
@@ -89,15 +114,30 @@ export interface RateLimitDecision {
   result: ConsumeResult;
 }
 
-/** The rate-limit engine: `consume` charges one request for a subject. */
+/** The rate-limit engine: `consume` charges a request for a subject; `peek` and `reset` are the operator's. */
 export interface RateLimiter {
   /**
-   * Charges one request to every window of the subject, all or nothing.
+   * Charges `cost` units (default 1) to every window of the subject, all or nothing: a principal is charged to
+   * its account's record (`account:<accountId>`), its key being the ban subject; a caller without a valid key to
+   * its own (`anon:<address or key>`).
    * @throws PetstoreError `service_unavailable` (with `retryAfterSeconds`) when the store fails and the policy
    *   is fail-closed; whatever the insurance store throws under fail-open; TypeError when the principal
-   *   carries invalid custom `limits`.
+   *   carries invalid custom `limits` or `cost` is not a whole number ≥ 1.
    */
-  consume(subject: RateLimitSubject): Promise<RateLimitDecision>;
+  consume(subject: RateLimitSubject, options?: ConsumeOptions): Promise<RateLimitDecision>;
+  /**
+   * Reads an owner's windows and bans without charging anything (see {@link RateLimitPeek}). The shared store
+   * only: a fail-open insurance store (per process, used while the shared store is down) is not read.
+   * @throws PetstoreError `service_unavailable` (with `retryAfterSeconds`) when the store fails.
+   */
+  peek(owner: RateLimitOwner): Promise<RateLimitPeek>;
+  /**
+   * Clears an owner's record: for an account, the windows its keys share and the bans of all its keys (also
+   * when given a `keyId`); for an anonymous caller, its windows and ban. The shared store only (not a fail-open
+   * insurance store).
+   * @throws PetstoreError `service_unavailable` (with `retryAfterSeconds`) when the store fails.
+   */
+  reset(owner: RateLimitOwner): Promise<void>;
 }
 
 /**
@@ -109,14 +149,19 @@ export interface RateLimiter {
  */
 export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   assertOptions(RateLimiterOptionsSchema, options, 'createRateLimiter');
-  return { consume: createRateLimitDecider(options) };
+  return createRateLimitEngine(options);
+}
+
+/** Checks a cost: a whole number ≥ 1. */
+export function assertCost(cost: unknown, what: string): asserts cost is number {
+  if (!Number.isSafeInteger(cost) || (cost as number) < 1) throw new TypeError(`${what} must be a whole number >= 1, got ${String(cost)}`);
 }
 
 /**
- * The engine's `consume` without the check of its options, which the caller makes (`createRateLimiter`,
- * `createPetstore`). Internal: not exported from the package.
+ * The engine without the check of its options, which the caller makes (`createRateLimiter`, `createPetstore`).
+ * Internal: not exported from the package.
  */
-export function createRateLimitDecider(options: RateLimiterOptions): (subject: RateLimitSubject) => Promise<RateLimitDecision> {
+export function createRateLimitEngine(options: RateLimiterOptions): RateLimiter {
   const planLimits = { ...DEFAULT_PLAN_LIMITS, ...options.plans };
   const anonymousWindows = frozenWindows(options.anonymous ?? DEFAULT_ANONYMOUS_LIMITS);
   const givenBan = options.ban === false ? undefined : (options.ban ?? DEFAULT_BAN_POLICY);
@@ -153,24 +198,28 @@ export function createRateLimitDecider(options: RateLimiterOptions): (subject: R
       ? (failure.retryAfterSeconds ?? DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS)
       : DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS;
 
-  /** What a failed consume on the primary store turns into, as the failure policy says. */
-  async function onFailure(error: unknown, key: string, request: ConsumeRequest): Promise<RateLimitDecision> {
-    onStoreError?.(error);
-    if (failure.mode === 'fail-open') return decisionOf(await failure.insuranceStore.consume(key, request));
-    throw new PetstoreError('service_unavailable', 'The rate-limit store is unavailable; retry later.', {
+  function unavailable(error: unknown): PetstoreError {
+    return new PetstoreError('service_unavailable', 'The rate-limit store is unavailable; retry later.', {
       cause: error,
       retryAfterSeconds: failClosedRetryAfterSeconds,
     });
   }
 
-  function decisionOf(result: ConsumeResult): RateLimitDecision {
+  /** What a failed consume on the primary store turns into, as the failure policy says. */
+  async function onFailure(error: unknown, key: string, request: ConsumeRequest): Promise<RateLimitDecision> {
+    onStoreError?.(error);
+    if (failure.mode === 'fail-open') return decisionOf(await failure.insuranceStore.consume(key, request), request.cost);
+    throw unavailable(error);
+  }
+
+  function decisionOf(result: ConsumeResult, cost: number): RateLimitDecision {
     return {
       allowed: result.allowed,
       reason: result.allowed ? undefined : result.reason,
       headers: standardHeaders
-        ? { ...rateLimitHeaders(result), ...standardRateLimitHeaders(result) }
-        : rateLimitHeaders(result),
-      retryAfterSeconds: retryAfterSeconds(result),
+        ? { ...rateLimitHeaders(result, cost), ...standardRateLimitHeaders(result, cost) }
+        : rateLimitHeaders(result, cost),
+      retryAfterSeconds: retryAfterSeconds(result, cost),
       result,
     };
   }
@@ -190,8 +239,27 @@ export function createRateLimitDecider(options: RateLimiterOptions): (subject: R
     return plan;
   }
 
-  // An async function: whatever it throws (invalid custom limits, say) is a rejection.
-  return async (subject) => {
+  const anonymousRecordKey = (owner: { clientAddress: string | undefined } | { anonymousKey: string }): string =>
+    'anonymousKey' in owner ? `anon:${owner.anonymousKey}` : `anon:${normalizeClientAddress(owner.clientAddress, ipv6Subnet)}`;
+
+  /** The store and record key of an owner. */
+  function recordOf(owner: RateLimitOwner): { store: RateLimitStore; key: string } {
+    if (typeof owner !== 'object' || owner === null) throw new TypeError('the owner must be { accountId, keyId? }, { clientAddress } or { anonymousKey }');
+    if ('accountId' in owner) {
+      if (typeof owner.accountId !== 'string' || owner.accountId === '') throw new TypeError('accountId must be a non-empty string');
+      return { store, key: `account:${owner.accountId}` };
+    }
+    if ('anonymousKey' in owner && typeof owner.anonymousKey !== 'string') throw new TypeError('anonymousKey must be a string');
+    if (!('anonymousKey' in owner) && !('clientAddress' in owner)) {
+      throw new TypeError('the owner must be { accountId, keyId? }, { clientAddress } or { anonymousKey }');
+    }
+    return { store: anonymousStore, key: anonymousRecordKey(owner) };
+  }
+
+  // An async function: whatever it throws (invalid custom limits, a wrong cost) is a rejection.
+  async function consume(subject: RateLimitSubject, consumeOptions?: ConsumeOptions): Promise<RateLimitDecision> {
+    const cost = consumeOptions?.cost ?? 1;
+    if (cost !== 1) assertCost(cost, 'cost');
     const nowMs = clock.now();
     let primary: RateLimitStore;
     let key: string;
@@ -200,11 +268,11 @@ export function createRateLimitDecider(options: RateLimiterOptions): (subject: R
       const plan = planOf(subject.principal);
       primary = store;
       key = plan.key;
-      request = { windows: plan.windows, cost: 1, nowMs, ban, banSubject: subject.principal.keyId };
+      request = { windows: plan.windows, cost, nowMs, ban, banSubject: subject.principal.keyId };
     } else {
       primary = anonymousStore;
-      key = 'anonymousKey' in subject ? `anon:${subject.anonymousKey}` : `anon:${normalizeClientAddress(subject.clientAddress, ipv6Subnet)}`;
-      request = { windows: anonymousWindows, cost: 1, nowMs, ban, banSubject: '' };
+      key = anonymousRecordKey(subject);
+      request = { windows: anonymousWindows, cost, nowMs, ban, banSubject: '' };
     }
     let result: ConsumeResult;
     try {
@@ -213,8 +281,38 @@ export function createRateLimitDecider(options: RateLimiterOptions): (subject: R
     } catch (error) {
       return onFailure(error, key, request);
     }
-    return decisionOf(result);
-  };
+    return decisionOf(result, cost);
+  }
+
+  async function peek(owner: RateLimitOwner): Promise<RateLimitPeek> {
+    const { store: ownerStore, key } = recordOf(owner);
+    let snapshot: RateLimitSnapshot;
+    try {
+      snapshot = await ownerStore.peek(key, clock.now());
+    } catch (error) {
+      onStoreError?.(error);
+      throw unavailable(error);
+    }
+    const onlyKey = 'accountId' in owner ? owner.keyId : undefined;
+    const bans: RateLimitPeek['bans'] = [];
+    for (const { subject, bannedUntilMs } of snapshot.bans) {
+      if (!('accountId' in owner)) bans.push({ bannedUntilMs });
+      else if (onlyKey === undefined || subject === onlyKey) bans.push({ keyId: subject, bannedUntilMs });
+    }
+    return { nowMs: snapshot.nowMs, windows: snapshot.windows, bans };
+  }
+
+  async function reset(owner: RateLimitOwner): Promise<void> {
+    const { store: ownerStore, key } = recordOf(owner);
+    try {
+      await ownerStore.reset(key);
+    } catch (error) {
+      onStoreError?.(error);
+      throw unavailable(error);
+    }
+  }
+
+  return { consume, peek, reset };
 }
 
 /** The windows of some limits, frozen: one array is shared by every request of a plan. */

@@ -1,3 +1,4 @@
+import { parseList } from 'structured-headers';
 import { describe, expect, it } from 'vitest';
 import { bindingWindow, blockedUntilMs, rateLimitHeaders, retryAfterSeconds, standardRateLimitHeaders } from './headers.js';
 import type { ConsumeResult, WindowUsage } from './types.js';
@@ -151,7 +152,7 @@ describe('rateLimitHeaders', () => {
   });
 });
 
-describe('standardRateLimitHeaders (draft-ietf-httpapi-ratelimit-headers-10)', () => {
+describe('standardRateLimitHeaders (draft-ietf-httpapi-ratelimit-headers-11)', () => {
   it('lists every window as a policy and reports the binding one with r and t in seconds', () => {
     const result: ConsumeResult = {
       allowed: true,
@@ -176,5 +177,94 @@ describe('standardRateLimitHeaders (draft-ietf-httpapi-ratelimit-headers-10)', (
       windows: [{ ...window('minute', 60, 3, NEXT_MINUTE), windowMs: MINUTE }],
     };
     expect(standardRateLimitHeaders(result).ratelimit).toBe('"minute";r=0;t=900');
+  });
+});
+
+describe('rate-limit headers for a request that costs more than one unit', () => {
+  it('runs Retry-After to the reset of every window with less left than the cost, not only the empty ones', () => {
+    const result: ConsumeResult = {
+      allowed: false,
+      reason: 'rate_limited',
+      nowMs: NOW,
+      windows: [window('minute', 60, 58, NEXT_MINUTE), { ...window('day', 1000, 997, MIDNIGHT), windowMs: 86_400_000 }],
+    };
+    // Cost 5: the minute (2 left) and the day (3 left) both lack room: wait for the day.
+    expect(retryAfterSeconds(result, 5)).toBe((MIDNIGHT - NOW) / 1000);
+    expect(rateLimitHeaders(result, 5)).toEqual({
+      'x-ratelimit-limit': '60',
+      'x-ratelimit-remaining': '2',
+      'x-ratelimit-reset': seconds(NEXT_MINUTE),
+      'retry-after': String((MIDNIGHT - NOW) / 1000),
+    });
+    // Cost 3: only the minute lacks room.
+    expect(retryAfterSeconds(result, 3)).toBe(60);
+    expect(blockedUntilMs(result, 3)).toBe(NEXT_MINUTE);
+  });
+
+  it('counts an exhausted window for the default cost of 1, as before', () => {
+    const result: ConsumeResult = { allowed: false, reason: 'rate_limited', nowMs: NOW, windows: [window('minute', 60, 60, NEXT_MINUTE)] };
+    expect(retryAfterSeconds(result)).toBe(60);
+    expect(retryAfterSeconds(result, 1)).toBe(60);
+  });
+});
+
+describe('standardRateLimitHeaders against the examples of draft-ietf-httpapi-ratelimit-headers-11', () => {
+  const HOUR = 3_600_000;
+  const DAY = 86_400_000;
+  /** A result at `nowMs` with the given windows (name, quota, window length, units used). */
+  function result(nowMs: number, windows: Array<[string, number, number, number]>, refused = false): ConsumeResult {
+    const usage = windows.map(([name, limit, windowMs, used]) => {
+      const resetAtMs = Math.floor(nowMs / windowMs) * windowMs + windowMs;
+      return { name, limit, windowMs, used, remaining: Math.max(0, limit - used), resetAtMs };
+    });
+    return refused
+      ? { allowed: false, reason: 'rate_limited', nowMs, windows: usage }
+      : { allowed: true, nowMs, windows: usage };
+  }
+  const sameList = (ours: string, draft: string) => expect(parseList(ours)).toEqual(parseList(draft));
+
+  it('B.3.1 "Use with multiple windows": 4,900 of 5,000 daily units used in 14 hours', () => {
+    const dayStart = Date.UTC(2026, 0, 1);
+    const headers = standardRateLimitHeaders(result(dayStart + 14 * HOUR, [['hour', 1000, HOUR, 0], ['day', 5000, DAY, 4900]]));
+    // The draft's own text, to the character.
+    expect(headers['ratelimit-policy']).toBe('"hour";q=1000;w=3600, "day";q=5000;w=86400');
+    expect(headers['ratelimit']).toBe('"day";r=100;t=36000');
+  });
+
+  it('B.2.1 "Throttling window specified via parameter": 99 units left for the next 50 seconds', () => {
+    const headers = standardRateLimitHeaders(result(Date.UTC(2026, 0, 1, 10, 0, 10), [['fixedwindow', 100, 60_000, 1]]));
+    sameList(headers['ratelimit'] as string, '"fixedwindow";r=99;t=50');
+    sameList(headers['ratelimit-policy'] as string, '"fixedwindow";q=100;w=60');
+  });
+
+  it('section 3 and 4.2: several policies, and an available quota of 50 for 30 seconds', () => {
+    const at = Date.UTC(2026, 0, 1, 10, 0, 30);
+    sameList(
+      standardRateLimitHeaders(result(at, [['burst', 100, 60_000, 0], ['daily', 1000, DAY, 0]]))['ratelimit-policy'] as string,
+      '"burst";q=100;w=60,"daily";q=1000;w=86400',
+    );
+    sameList(standardRateLimitHeaders(result(at, [['default', 100, 60_000, 50]]))['ratelimit'] as string, '"default";r=50;t=30');
+  });
+
+  it('B.1.4 "Use in throttled responses": r=0 and t meeting Retry-After', () => {
+    const at = Date.UTC(2019, 7, 5, 9, 26, 55);
+    const throttled = result(at, [['default', 100, 60_000, 100]], true);
+    sameList(standardRateLimitHeaders(throttled)['ratelimit'] as string, '"default";r=0;t=5');
+    expect(retryAfterSeconds(throttled)).toBe(5);
+  });
+
+  it('are structured-field Lists of String items with Integer parameters, as the draft requires', () => {
+    const headers = standardRateLimitHeaders(result(Date.UTC(2026, 0, 1, 10), [['minute', 60, 60_000, 7], ['day', 1000, DAY, 7]]));
+    const policies = parseList(headers['ratelimit-policy'] as string);
+    expect(policies.map(([name]) => name)).toEqual(['minute', 'day']);
+    for (const [name, parameters] of policies) {
+      expect(typeof name).toBe('string');
+      expect([...parameters.keys()]).toEqual(['q', 'w']);
+      for (const value of parameters.values()) expect(Number.isInteger(value)).toBe(true);
+    }
+    const [limit, ...others] = parseList(headers['ratelimit'] as string);
+    expect(others).toEqual([]);
+    expect(limit?.[0]).toBe('minute');
+    expect(Object.fromEntries(limit?.[1] ?? [])).toEqual({ r: 53, t: 60 });
   });
 });
