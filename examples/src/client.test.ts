@@ -28,12 +28,12 @@ const variants: Array<{ name: string; fetch: PetstoreFetch }> = [
   { name: 'node-fetch', fetch: nodeFetch },
 ];
 
-const apiKeys = 'client-big:enterprise:1000:100000';
+const apiKeys = 'client-big:enterprise:1000:100000,client-units-1:enterprise:1000:100000,client-units-2:enterprise:1000:100000';
 
 let baseUrl = '';
 
 beforeAll(async () => {
-  const { url } = await startExample('fastify-server.ts', { PETSTORE_API_KEYS: apiKeys });
+  const { url } = await startExample('fastify-server.ts', { PETSTORE_API_KEYS: apiKeys, PETSTORE_OPERATION_COSTS: 'createCategory=5' });
   baseUrl = `${url}/v1`;
 }, 30_000);
 
@@ -80,6 +80,16 @@ describe('@petstore/client against the example server', () => {
     // The end of the minute the requests were counted in: after they were sent (the server's clock is this one).
     expect((client.lastRateLimit?.resetAtSeconds ?? 0) * 1000).toBeGreaterThan(sentAfterMs);
   });
+
+  it.for(variants.map((variant, index) => ({ ...variant, key: `client-units-${index + 1}` })))(
+    'counts units in lastRateLimit: a create costing 5 (PETSTORE_OPERATION_COSTS) leaves 995 of 1000 ($name)',
+    async ({ fetch, key }) => {
+      // A key of its own, so its first answer is deterministic whichever minute it falls in.
+      const client = createPetstoreClient({ baseUrl, apiKey: key, fetch });
+      await client.createCategory({ name: `Units via ${key}` });
+      expect(client.lastRateLimit).toMatchObject({ limit: 1000, remaining: 995 });
+    },
+  );
 
   it.for(variants)('errors carry code and status; a wrong key is not retried ($name)', async ({ fetch }) => {
     const wrongKey = recording(fetch);

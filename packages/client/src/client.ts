@@ -103,7 +103,8 @@ export interface PetstoreClient {
   createCategory(newCategory: NewCategory, options?: PetstoreCreateOptions): Promise<Category>;
   /**
    * The `X-RateLimit-*` values of the last answer that carried them (successes and errors alike, retries
-   * included); `undefined` before the first such answer.
+   * included), in units (each operation charges its `x-rate-limit-cost`); `undefined` before the first such
+   * answer.
    */
   readonly lastRateLimit: RateLimitInfo | undefined;
 }

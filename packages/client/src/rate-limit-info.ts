@@ -1,6 +1,8 @@
 /**
  * The rate-limit state the server reports on every answer (`X-RateLimit-Limit`,
- * `X-RateLimit-Remaining`, `X-RateLimit-Reset`).
+ * `X-RateLimit-Remaining`, `X-RateLimit-Reset`). Counts are in units: each operation charges its cost (the
+ * `x-rate-limit-cost` of the operation in the OpenAPI description; 1 unless the server configures otherwise),
+ * so a create that costs 5 lowers `remaining` by 5.
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#rate-limit-headers
  */
@@ -8,9 +10,9 @@ import type { PetstoreFetchHeaders } from './fetch-types.js';
 
 /** What the last answer's `X-RateLimit-*` headers said. */
 export interface RateLimitInfo {
-  /** `X-RateLimit-Limit`: requests allowed in the window closest to exhaustion. */
+  /** `X-RateLimit-Limit`: units allowed in the window closest to exhaustion. */
   limit: number;
-  /** `X-RateLimit-Remaining`: requests left in that window. */
+  /** `X-RateLimit-Remaining`: units left in that window (0 while the key is banned). */
   remaining: number;
   /** `X-RateLimit-Reset`: when that window resets, as a Unix timestamp in whole seconds. */
   resetAtSeconds: number;

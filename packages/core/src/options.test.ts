@@ -38,9 +38,17 @@ describe('createPetstore checks its options at creation', () => {
     expect(() => createPetstore(valid())).not.toThrow();
   });
 
+  it('accepts a fail-open insurance store with consume alone: it is never peeked or reset', () => {
+    const options = valid();
+    const insuranceStore = { consume: options.rateLimit.store.consume.bind(options.rateLimit.store) };
+    expect(() => createPetstore({ ...options, rateLimit: { ...options.rateLimit, onStoreFailure: { mode: 'fail-open', insuranceStore } } })).not.toThrow();
+  });
+
   it.each<[string, (options: PetstoreOptions) => unknown, RegExp]>([
-    ['no rate-limit store', (o) => ({ ...o, rateLimit: {} }), /rateLimit\.store is required: it must be a RateLimitStore \(an object with consume\(key, request\)\)$/],
+    ['no rate-limit store', (o) => ({ ...o, rateLimit: {} }), /rateLimit\.store is required: it must be a RateLimitStore \(an object with consume\(key, request\), peek\(key, nowMs\) and reset\(key\)\)$/],
     ['a store without consume', (o) => ({ ...o, rateLimit: { store: {} } }), /rateLimit\.store\.consume is required: it must be a function/],
+    ['a store of the first contract, without peek and reset', (o) => ({ ...o, rateLimit: { store: { consume: o.rateLimit.store.consume } } }), /rateLimit\.store\.peek is required: it must be a function.*rateLimit\.store\.reset is required/s],
+    ['an anonymous store without peek', (o) => ({ ...o, rateLimit: { ...o.rateLimit, anonymousStore: { consume: o.rateLimit.store.consume, reset: o.rateLimit.store.reset } } }), /rateLimit\.anonymousStore\.peek is required: it must be a function/],
     ['categories undefined', (o) => ({ ...o, categories: undefined }), /categories must be a CategoryStore .* \(got nothing\)/],
     ['no categories at all', ({ categories: _omitted, ...o }) => o, /categories is required: it must be a CategoryStore/],
     ['an API-key store that is a list', (o) => ({ ...o, apiKeys: [] }), /apiKeys\.findPrincipal is required/],

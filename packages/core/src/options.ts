@@ -63,7 +63,14 @@ export const PlanLimitsSchema = object(
   '{ requestsPerMinute, requestsPerDay } (whole numbers >= 0)',
 );
 
-const RateLimitStoreSchema = implementing('a RateLimitStore (an object with consume(key, request))', ['consume']);
+const RateLimitStoreSchema = implementing('a RateLimitStore (an object with consume(key, request), peek(key, nowMs) and reset(key))', [
+  'consume',
+  'peek',
+  'reset',
+]);
+
+/** A fail-open insurance store is only ever consumed (never peeked or reset: it is per process). */
+const InsuranceStoreSchema = implementing('a RateLimitStore (an object with consume(key, request))', ['consume']);
 
 const planNames = PLAN_NAMES.join(', ');
 const PlansSchema = v.strictObject(
@@ -83,7 +90,7 @@ const StoreFailureSchema = v.variant(
   'mode',
   [
     object({ mode: v.literal('fail-closed'), retryAfterSeconds: v.optional(wholeNumber(1)) }, "{ mode: 'fail-closed', retryAfterSeconds? }"),
-    object({ mode: v.literal('fail-open'), insuranceStore: RateLimitStoreSchema }, "{ mode: 'fail-open', insuranceStore }"),
+    object({ mode: v.literal('fail-open'), insuranceStore: InsuranceStoreSchema }, "{ mode: 'fail-open', insuranceStore }"),
   ],
   "must be { mode: 'fail-closed', retryAfterSeconds? } or { mode: 'fail-open', insuranceStore }",
 );

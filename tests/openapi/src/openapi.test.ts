@@ -55,7 +55,7 @@ describe('the OpenAPI description served by the example server', () => {
   let served: string;
 
   beforeAll(async () => {
-    server = await startExample('fastify-server.ts', { PETSTORE_API_KEYS: `${API_KEY}:pro` });
+    server = await startExample('fastify-server.ts', { PETSTORE_API_KEYS: `${API_KEY}:pro`, PETSTORE_OPERATION_COSTS: 'createCategory=5,guard=2' });
     const response = await fetch(`${server.origin}/v1/openapi.json`);
     served = await response.text();
     expect(response.status, served).toBe(200);
@@ -73,6 +73,15 @@ describe('the OpenAPI description served by the example server', () => {
     expect(document['paths']?.['/categories']?.get?.operationId).toBe('listCategories');
     expect(document['paths']?.['/categories']?.post?.operationId).toBe('createCategory');
     expect(document['paths']?.['/pets/{petId}']?.get?.deprecated).toBe(true);
+  });
+
+  it('states each operation\'s cost as configured (PETSTORE_OPERATION_COSTS=createCategory=5,guard=2), 1 by default', () => {
+    const costs = Object.fromEntries(
+      Object.values(document['paths'] as Json).flatMap((methods: Json) =>
+        Object.values(methods).map((operation: Json) => [operation['operationId'], operation['x-rate-limit-cost']]),
+      ),
+    );
+    expect(costs).toEqual({ listCategories: 1, createCategory: 5, getOpenApiDocument: 1, getPetById: 1, listStoreOrders: 1 });
   });
 
   it('passes @readme/openapi-parser validation', async () => {

@@ -13,7 +13,10 @@ import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitSnapshot, RateL
 
 /** Options of {@link createRateLimiter}. */
 export interface RateLimiterOptions {
-  /** Store for callers with a valid API key: one record per account (`account:<accountId>`), shared by its keys. */
+  /**
+   * Store for callers with a valid API key: one record per account (`account:<accountId>`), shared by its keys.
+   * Its `consume`, `peek` and `reset` are all required (checked at creation).
+   */
   store: RateLimitStore;
   /**
    * Store for callers without a valid key (records `anon:<address>`). Default: a separate, empty store of the same
@@ -55,13 +58,14 @@ export interface RateLimiterOptions {
  *   retryAfterSeconds` (default 5); nothing is executed.
  * - `fail-open`: the request is charged to `insuranceStore` instead — a per-process store (e.g.
  *   `memoryRateLimitStore()`), so each process still enforces the limits on its own and the rate-limit headers
- *   are still sent — and proceeds when that admits it.
+ *   are still sent — and proceeds when that admits it. Only its `consume` is used: `peek` and `reset` read and
+ *   clear the shared store alone.
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#store-failures
  */
 export type StoreFailurePolicy =
   | { mode: 'fail-closed'; retryAfterSeconds?: number }
-  | { mode: 'fail-open'; insuranceStore: RateLimitStore };
+  | { mode: 'fail-open'; insuranceStore: Pick<RateLimitStore, 'consume'> };
 
 /** Default `Retry-After` of a fail-closed 503, in seconds. */
 export const DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS = 5;

@@ -8,9 +8,31 @@ import type { Category } from '../schemas.js';
 import type { CategoryStore, IdempotentCreateRequest } from '../storage/category-store.js';
 import type { ConformanceTestApi } from './test-api.js';
 
-/** A fresh store for one case. */
+/** A fresh store for one case, with optional hooks that make its concurrency cases deterministic. */
 export interface CategoryStoreHarness {
   store: CategoryStore;
+  /**
+   * Holds the store's category writes until `release()` resolves them. While held, every create (plain or
+   * idempotent) that reaches its write waits there; reads still run. The idempotent-burst case holds, sends all
+   * 50 calls, waits until every one is blocked ({@link whenBlocked}), then releases: every call has then passed
+   * whatever check it makes before writing, so a claim that is not atomic (look the key up, then create) creates
+   * more than once on every run, not only when the timing happens to interleave. Without this hook the case runs
+   * the calls as they come.
+   *
+   * PostgreSQL: a transaction on a connection of its own holding `LOCK TABLE <categories> IN SHARE MODE`
+   * (inserts wait, selects do not), committed by `release()`. Redis needs none: each create is one Lua script,
+   * and Redis runs no other command while a script runs, so no two claims can interleave. The memory store needs
+   * none: it looks the key up, creates and records in one synchronous step, which no other call can enter.
+   */
+  holdWrites?(): Promise<{ release(): Promise<void> }>;
+  /**
+   * Resolves once at least `count` calls are blocked inside the store while {@link holdWrites} holds. A call is
+   * blocked when it cannot go on before the hold is released: it waits on a held write, or on another call that
+   * does (a second claim of one key waiting for the first). A call that has returned, or that runs, is not
+   * blocked. PostgreSQL: `count` sessions waiting on a lock (`pg_stat_activity.wait_event_type = 'Lock'`).
+   * Required with `holdWrites`: the case fails with a message naming both when only `holdWrites` is given.
+   */
+  whenBlocked?(count: number): Promise<void>;
   close?(): Promise<void>;
 }
 
@@ -34,7 +56,7 @@ export function runCategoryStoreConformance(test: ConformanceTestApi, options: C
   const timeoutMs = options.timeoutMs ?? 20_000;
   const caseWith = (
     name: string,
-    body: (store: CategoryStore) => Promise<void>,
+    body: (store: CategoryStore, harness: CategoryStoreHarness) => Promise<void>,
     storeOptions: { maxCategories?: number } = {},
     enabled = true,
   ) => {
@@ -44,7 +66,7 @@ export function runCategoryStoreConformance(test: ConformanceTestApi, options: C
       async () => {
         const harness = await options.createStore(storeOptions);
         try {
-          await body(harness.store);
+          await body(harness.store, harness);
         } finally {
           await harness.close?.();
         }
@@ -134,8 +156,12 @@ export function runCategoryStoreConformance(test: ConformanceTestApi, options: C
       assert.ok(plain.id > (other as { category: Category }).category.id, 'plain and idempotent creates share one id sequence');
     });
 
-    caseWith('creates exactly one category for 50 parallel idempotent creates with one key; all 50 answer it', async (store) => {
-      const results = await Promise.all(Array.from({ length: 50 }, () => store.createIdempotent({ name: 'Once' }, idempotent('burst'))));
+    caseWith('creates exactly one category for 50 parallel idempotent creates with one key; all 50 answer it', async (store, harness) => {
+      // With the writes held, all 50 are inside the store before any may write: a claim that checks and then
+      // creates lets them all create, every run.
+      const results = await whileWritesHeld(harness, 50, () =>
+        Promise.all(Array.from({ length: 50 }, () => store.createIdempotent({ name: 'Once' }, idempotent('burst')))),
+      );
       assert.equal(results.filter((result) => result.outcome === 'created').length, 1, 'one created');
       assert.equal(results.filter((result) => result.outcome === 'replayed').length, 49, 'the others replayed');
       const categories = results.map((result) => (result as { category: Category }).category);
@@ -173,6 +199,36 @@ export function runCategoryStoreConformance(test: ConformanceTestApi, options: C
       options.capabilities?.capacity ?? true,
     );
   });
+}
+
+/**
+ * Runs `calls` while the harness holds the store's writes, releasing them once `count` calls are blocked (or once
+ * the calls have settled, so a call that fails before it blocks is reported, not timed out); without
+ * `holdWrites`, runs them as they come.
+ */
+async function whileWritesHeld<T>(harness: CategoryStoreHarness, count: number, calls: () => Promise<T>): Promise<T> {
+  if (harness.holdWrites === undefined) return calls();
+  if (harness.whenBlocked === undefined) assert.fail('the harness has holdWrites() but no whenBlocked(count): provide both');
+  const hold = await harness.holdWrites();
+  let released = false;
+  const release = async () => {
+    if (released) return;
+    released = true;
+    await hold.release();
+  };
+  try {
+    const pending = calls();
+    // A call that fails before it blocks ends the wait too, so the case reports it instead of timing out.
+    const failedEarly = pending.then(
+      () => undefined,
+      () => undefined,
+    );
+    await Promise.race([harness.whenBlocked(count), failedEarly]);
+    await release();
+    return await pending;
+  } finally {
+    await release();
+  }
 }
 
 /** 64 hex characters derived from `label`: the shape of the library's keys and fingerprints. */

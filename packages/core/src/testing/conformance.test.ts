@@ -11,7 +11,7 @@ import type { ConsumeRequest, RateLimitStore, WindowUsage } from '../rate-limit/
 import type { Category } from '../schemas.js';
 import type { CategoryStore } from '../storage/category-store.js';
 import { testCategoryStore } from '../../test-support/category-store.js';
-import { runCategoryStoreConformance } from './category-store-suite.js';
+import { runCategoryStoreConformance, type CategoryStoreHarness } from './category-store-suite.js';
 import { runRateLimitModelComparison, type RateLimitModelHarness } from './rate-limit-model-comparison.js';
 import { runRateLimitStoreConformance, type RateLimitStoreHarness } from './rate-limit-store-suite.js';
 import type { ConformanceTestApi } from './test-api.js';
@@ -41,10 +41,13 @@ runCategoryStoreConformance(
   { name: 'reference category store', createStore: () => ({ store: testCategoryStore() }), capabilities: { capacity: false } },
 );
 
-/** Registers a suite into a collector instead of a runner, then runs every case: name → failure message. */
-async function outcomesOf(register: (test: ConformanceTestApi) => void): Promise<Map<string, string | undefined>> {
+/**
+ * Registers a suite into a collector instead of a runner, then runs every case (or only the case named `only`):
+ * name → failure message.
+ */
+async function outcomesOf(register: (test: ConformanceTestApi) => void, only?: string): Promise<Map<string, string | undefined>> {
   const cases: Array<[string, () => Promise<void>]> = [];
-  register({ describe: (_name, body) => body(), it: (name, body) => cases.push([name, body]) });
+  register({ describe: (_name, body) => body(), it: (name, body) => (only === undefined || name === only ? cases.push([name, body]) : undefined) });
   const outcomes = new Map<string, string | undefined>();
   for (const [name, body] of cases) {
     outcomes.set(
@@ -62,6 +65,45 @@ const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
 const BURST_CASE = 'admits exactly the quota under a burst of parallel consumes, never one more';
 const ALL_OR_NONE_CASE = 'charges all windows or none: a full minute does not burn the day, a full day not the minute';
 const COST_BURST_CASE = 'charges the cost to every window, all or nothing, also under a parallel burst';
+const IDEMPOTENT_BURST_CASE = 'creates exactly one category for 50 parallel idempotent creates with one key; all 50 answer it';
+
+/**
+ * A hold on a test store's writes, as a harness's `holdWrites` gives one: while held, `write` and `waitFor`
+ * block, and `whenBlocked(n)` resolves once `n` calls are blocked.
+ */
+function writeGate() {
+  let gate: Promise<void> | undefined;
+  let open: () => void = () => undefined;
+  let blocked = 0;
+  const watchers: Array<{ count: number; resolve: () => void }> = [];
+  const block = async <T,>(next: () => Promise<T>): Promise<T> => {
+    if (gate !== undefined) {
+      blocked++;
+      for (const watcher of watchers.filter((entry) => blocked >= entry.count)) watcher.resolve();
+      await gate;
+    }
+    return next();
+  };
+  return {
+    async hold() {
+      gate = new Promise<void>((resolve) => (open = resolve));
+      return {
+        release: async () => {
+          gate = undefined;
+          blocked = 0;
+          open();
+        },
+      };
+    },
+    whenBlocked: (count: number) =>
+      new Promise<void>((resolve) => {
+        if (blocked >= count) resolve();
+        else watchers.push({ count, resolve });
+      }),
+    write: <T,>(write: () => Promise<T>) => block(write),
+    waitFor: <T,>(promise: Promise<T>) => block(() => promise),
+  };
+}
 
 describe('the conformance suites catch broken stores', () => {
   it('fail a get-then-set rate-limit store on the burst, and only there', async () => {
@@ -164,6 +206,79 @@ describe('the conformance suites catch broken stores', () => {
       runCategoryStoreConformance(test, { createStore: () => ({ store: twoSteps() }), capabilities: { capacity: false } }),
     );
     expect(outcomes.get('creates exactly one category for 50 parallel idempotent creates with one key; all 50 answer it')).toMatch(/one created/);
+  });
+
+  it('fail a category store whose idempotent claim checks then creates on every run, once its writes are held', async () => {
+    const twoStepsHeld = (): CategoryStoreHarness => {
+      const gate = writeGate();
+      const store = testCategoryStore();
+      const records = new Map<string, Category>();
+      return {
+        holdWrites: gate.hold,
+        whenBlocked: gate.whenBlocked,
+        store: {
+          ...store,
+          create: (newCategory) => gate.write(() => store.create(newCategory)),
+          async createIdempotent(newCategory, request) {
+            const found = records.get(request.key); // check …
+            if (found !== undefined) return { outcome: 'replayed', category: found };
+            const category = await gate.write(() => store.create(newCategory)); // … then create
+            records.set(request.key, category);
+            return { outcome: 'created', category };
+          },
+        },
+      };
+    };
+    for (let run = 0; run < 5; run++) {
+      const outcomes = await outcomesOf(
+        (test) => runCategoryStoreConformance(test, { createStore: twoStepsHeld, capabilities: { capacity: false } }),
+        IDEMPOTENT_BURST_CASE,
+      );
+      expect(outcomes.get(IDEMPOTENT_BURST_CASE), `run ${run}`).toMatch(/one created/);
+    }
+  });
+
+  it('pass a category store whose idempotent claim is atomic, with its writes held', async () => {
+    const claimFirst = (): CategoryStoreHarness => {
+      const gate = writeGate();
+      const store = testCategoryStore();
+      const claims = new Map<string, Promise<{ fingerprint: string; category: Category }>>();
+      return {
+        holdWrites: gate.hold,
+        whenBlocked: gate.whenBlocked,
+        store: {
+          ...store,
+          create: (newCategory) => gate.write(() => store.create(newCategory)),
+          async createIdempotent(newCategory, request) {
+            const claimed = claims.get(request.key);
+            if (claimed !== undefined) {
+              // Waits for the first claim of the key: blocked, like the first, while writes are held.
+              const first = await gate.waitFor(claimed);
+              return first.fingerprint === request.fingerprint ? { outcome: 'replayed', category: first.category } : { outcome: 'mismatch' };
+            }
+            const claim = gate.write(() => store.create(newCategory)).then((category) => ({ fingerprint: request.fingerprint, category }));
+            claims.set(request.key, claim); // claimed in the same synchronous step as the check
+            return { outcome: 'created', category: (await claim).category };
+          },
+        },
+      };
+    };
+    const outcomes = await outcomesOf(
+      (test) => runCategoryStoreConformance(test, { createStore: claimFirst, capabilities: { capacity: false } }),
+      IDEMPOTENT_BURST_CASE,
+    );
+    expect([...outcomes]).toEqual([[IDEMPOTENT_BURST_CASE, undefined]]);
+  });
+
+  it('say that holdWrites needs whenBlocked', async () => {
+    const outcomes = await outcomesOf((test) =>
+      runCategoryStoreConformance(test, {
+        createStore: () => ({ store: testCategoryStore(), holdWrites: writeGate().hold }),
+        capabilities: { capacity: false },
+      }),
+      IDEMPOTENT_BURST_CASE,
+    );
+    expect(outcomes.get(IDEMPOTENT_BURST_CASE)).toMatch(/holdWrites\(\) but no whenBlocked\(count\)/);
   });
 
   it('say which switch to turn off when a harness lacks a hook', async () => {
