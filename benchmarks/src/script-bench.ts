@@ -45,13 +45,20 @@ else
 end
 return {current, timeWindow}`;
 
-/** The consume script's arguments for `keys` (minute + day windows, the default ban), server time. */
-function consumeArgs(keys: string[]): (string | number)[] {
-  const policy = ['["minute","day"]', '<Bddddddd', JSON.stringify([2, 20, 60_000, 900_000, 1e9, 1e9, 60_000, 86_400_000])];
-  return [keys.length, ...keys, 'server', '1', ...policy, ...keys.map(() => '1')];
+/** The consume script's policy arguments for minute + day windows of `limit` units and `ban` (see rate-limit-script.ts). */
+function policyArgs(limit: number, ban: [threshold: number, intervalMs: number, durationMs: number]): string[] {
+  return [`[["minute",${limit},60000],["day",${limit},86400000]]`, '<BI4dddd', JSON.stringify([2, ...ban, limit, limit, 60_000, 86_400_000])];
 }
 
-const ONE = consumeArgs(['petstore:rl:key:k1']);
+/** The consume script's arguments for `keys` (minute + day windows, the default ban), cost 1 for key k1, server time. */
+function consumeArgs(keys: string[]): (string | number)[] {
+  return [keys.length, ...keys, 'server', '1', ...policyArgs(1e9, [20, 60_000, 900_000]), ...keys.flatMap(() => ['1', '1', 'k1'])];
+}
+
+/** Bans key k2 of the account for a long time: its record then holds a ban besides the windows. */
+const BAN_ANOTHER_KEY = [1, 'petstore:rl:account:a1', 'server', '1', ...policyArgs(0, [1, 60_000, 1e12]), '1', '1', 'k2'];
+
+const ONE = consumeArgs(['petstore:rl:account:a1']);
 /** An empty script with the arguments of one consume: what any call costs before the script does anything. */
 const piece = (name: string, lua: string): Variant => ({ name, lua, args: ONE, consumesPerCall: 1 });
 
@@ -60,16 +67,19 @@ interface Variant {
   lua: string;
   args: (string | number)[];
   consumesPerCall: number;
+  /** Arguments of one call made before the variant is measured (after the database is emptied). */
+  setup?: (string | number)[];
 }
 
 const VARIANTS: Variant[] = [
   { name: "@fastify/rate-limit's script (INCR, PTTL; one window)", lua: PEER_LUA, args: [1, 'rl:Bearer k1', 60_000, 1e9, 'false', 'false'], consumesPerCall: 1 },
   { name: 'ours, one consume per call', lua: CONSUME_LUA, args: ONE, consumesPerCall: 1 },
-  { name: 'ours, 8 consumes of one key per call', lua: CONSUME_LUA, args: consumeArgs(Array(8).fill('petstore:rl:key:k1')), consumesPerCall: 8 },
+  { name: "ours, one consume per call, the record holding another key's ban", lua: CONSUME_LUA, args: ONE, consumesPerCall: 1, setup: BAN_ANOTHER_KEY },
+  { name: 'ours, 8 consumes of one key per call', lua: CONSUME_LUA, args: consumeArgs(Array(8).fill('petstore:rl:account:a1')), consumesPerCall: 8 },
   {
     name: 'ours, 8 consumes of 8 keys per call',
     lua: CONSUME_LUA,
-    args: consumeArgs(Array.from({ length: 8 }, (_, i) => `petstore:rl:key:k${i}`)),
+    args: consumeArgs(Array.from({ length: 8 }, (_, i) => `petstore:rl:account:a${i}`)),
     consumesPerCall: 8,
   },
   piece('piece: an empty script (the fixed cost of a call)', 'return 1'),
@@ -105,6 +115,7 @@ export async function runScriptBenchmark(options: { quick: boolean }, log: (line
         for (const variant of VARIANTS) {
           const sha = (await stats.script('LOAD', variant.lua)) as string;
           await stats.flushdb();
+          if (variant.setup) await stats.evalsha(sha, variant.setup[0] as number, ...variant.setup.slice(1));
           const send = async (total: number) => {
             let left = total;
             await Promise.all(

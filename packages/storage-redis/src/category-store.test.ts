@@ -225,7 +225,7 @@ describe('redisCategoryStore when Redis fails', () => {
         store.create({ name: 'paused' }),
         store.list(),
         store.createIdempotent({ name: 'paused' }, idempotent('paused')),
-        rateLimits.consume('key:paused', { windows: [{ name: 'minute', limit: 5, windowMs: 60_000 }], nowMs: 0, ban: undefined }),
+        rateLimits.consume('key:paused', { windows: [{ name: 'minute', limit: 5, windowMs: 60_000 }], cost: 1, nowMs: 0, ban: undefined, banSubject: '' }),
       ].map((call) => call.then(() => expect.fail('expected the call to fail'), (error: unknown) => error).finally(settled));
       await new Promise((resolve) => setImmediate(resolve)); // the consume's batch goes out at the end of this turn
       await vi.advanceTimersByTimeAsync(299);

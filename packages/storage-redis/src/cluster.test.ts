@@ -15,8 +15,10 @@ import { connectCluster, countCommands, redisCluster, skipCluster, track, unique
 
 const minute = (limit: number, nowMs = 0): ConsumeRequest => ({
   windows: [{ name: 'minute', limit, windowMs: 60_000 }],
+  cost: 1,
   nowMs,
   ban: undefined,
+  banSubject: '',
 });
 
 /** A plain connection to one node, closed after the test. */

@@ -1,14 +1,26 @@
 /**
- * The core's storage conformance suites, run against both Redis stores (each case gets a fresh key prefix),
- * on one Redis server, on a 3-master Redis Cluster through an ioredis `Cluster` client, and on one Valkey
- * server (the open-source fork of Redis).
+ * The core's storage conformance suites and the rate-limit model comparison, run against both Redis stores (each
+ * case gets a fresh key prefix), on one Redis server, on a 3-master Redis Cluster through an ioredis `Cluster`
+ * client, and on one Valkey server (the open-source fork of Redis).
  */
-import { runCategoryStoreConformance, runRateLimitStoreConformance } from '@petstore/core/testing';
+import { runCategoryStoreConformance, runRateLimitModelComparison, runRateLimitStoreConformance } from '@petstore/core/testing';
 import type { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { redisCategoryStore } from './category-store.js';
 import { redisRateLimitStore } from './rate-limit-store.js';
-import { connect, connectCluster, connectValkey, skipCluster, skipRedis, skipValkey, uniquePrefix } from '../test-support/redis.js';
+import {
+  connect,
+  connectCluster,
+  connectValkey,
+  patchConsumeScript,
+  keepKeysAnHourLonger,
+  readRateLimitState,
+  skipCluster,
+  skipRedis,
+  skipValkey,
+  uniquePrefix,
+} from '../test-support/redis.js';
+
 
 const targets: Array<{ on: string; skip: boolean; connect: () => Redis | Cluster; prefix: () => string }> = [
   { on: '', skip: skipRedis, connect: () => connect(), prefix: () => uniquePrefix() },
@@ -37,6 +49,18 @@ for (const target of targets) {
         },
         // The client is closed after the test by test-support/redis.ts.
       };
+    },
+  });
+
+  // The script against decideConsume, step by step (the block cache has its own comparison in
+  // rate-limit-store.test.ts: answers from memory leave the record as Redis last wrote it, not as the model would).
+  runRateLimitModelComparison({
+    ...test,
+    name: `redisRateLimitStore against the model${target.on}`,
+    harness() {
+      const client = patchConsumeScript(target.connect(), keepKeysAnHourLonger);
+      const store = redisRateLimitStore({ client, keyPrefix: target.prefix(), time: 'request', blockCache: false });
+      return { store, readState: (key) => readRateLimitState(client, store.redisKey(key)) };
     },
   });
 

@@ -14,7 +14,7 @@
 import { ReplyError, type Cluster, type Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { CONSUME_LUA } from './rate-limit-script.js';
-import type { WithDeadline } from './redis-call.js';
+import { NotARecordError, type WithDeadline } from './redis-call.js';
 
 /** Name under which the consume script is defined on the client (`client.defineCommand`). */
 export const CONSUME_COMMAND = 'petstoreRateLimitConsume';
@@ -41,10 +41,13 @@ export interface ConsumeDecision {
 
 const WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value';
 
+/** One consume of a batch: the key, its policy, its cost (units), its ban subject and (request mode) its time. */
 interface Pending {
   redisKey: string;
   policy: PolicyArguments;
   windowCount: number;
+  cost: number;
+  banSubject: string;
   nowMs: number;
   resolve(decision: ConsumeDecision): void;
   reject(error: unknown): void;
@@ -53,9 +56,10 @@ interface Pending {
 type ScriptCall = (numberOfKeys: number, ...args: string[]) => Promise<number[]>;
 
 /**
- * The consume path of one store: `consume(redisKey, policy, windowCount, nowMs)` answers the decision of that
- * consume, or rejects with the call's failure (every consume of a failed call rejects with it), or with a
- * plain Error when the key holds a value of another type.
+ * The consume path of one store: `consume(redisKey, policy, windowCount, cost, banSubject, nowMs)` answers the
+ * decision of that consume, or rejects with the call's failure (every consume of a failed call rejects with it),
+ * or, for that consume alone, with Redis's `WRONGTYPE` error when the key holds a value of another type, or a
+ * {@link NotARecordError} when it holds a string that is not a record.
  *
  * On a `Cluster` client the consumes are batched per hash slot (a script's keys must share one), computed
  * on the full key (the client's own `keyPrefix` first), as ioredis routes it.
@@ -88,7 +92,7 @@ export function createConsumeBatches(client: Redis | Cluster, time: 'server' | '
         policyArgs.push(...item.policy);
       }
       keys.push(item.redisKey);
-      itemArgs.push(String(number));
+      itemArgs.push(String(number), String(item.cost), item.banSubject);
       if (time === 'request') itemArgs.push(String(item.nowMs));
     }
     withDeadline(script.call(client, keys.length, ...keys, time, String(policyNumbers.size), ...policyArgs, ...itemArgs)).then(
@@ -99,6 +103,7 @@ export function createConsumeBatches(client: Redis | Cluster, time: 'server' | '
           const used = reply.slice(offset + 2, offset + 2 + item.windowCount);
           // Redis's own error, as a lone GET of the key would have raised it.
           if (outcome === 3) item.reject(new ReplyError(WRONGTYPE) as Error);
+          else if (outcome === 4) item.reject(new NotARecordError(item.redisKey));
           else {
             const nowMs = time === 'server' ? (reply[0] as number) : item.nowMs;
             item.resolve({ nowMs, outcome: outcome as 0 | 1 | 2, bannedUntilMs: reply[offset + 1] as number, used });
@@ -112,12 +117,12 @@ export function createConsumeBatches(client: Redis | Cluster, time: 'server' | '
     );
   }
 
-  return (redisKey: string, policy: PolicyArguments, windowCount: number, nowMs: number): Promise<ConsumeDecision> =>
+  return (redisKey: string, policy: PolicyArguments, windowCount: number, cost: number, banSubject: string, nowMs: number): Promise<ConsumeDecision> =>
     new Promise((resolve, reject) => {
       const slot = slotOf(redisKey);
       let batch = waiting.get(slot);
       if (batch === undefined) waiting.set(slot, (batch = []));
-      batch.push({ redisKey, policy, windowCount, nowMs, resolve, reject });
+      batch.push({ redisKey, policy, windowCount, cost, banSubject, nowMs, resolve, reject });
       if (batch.length >= MAX_BATCH_SIZE) {
         waiting.delete(slot);
         send(batch);

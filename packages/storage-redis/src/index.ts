@@ -7,4 +7,4 @@
  */
 export * from './rate-limit-store.js';
 export * from './category-store.js';
-export { DEFAULT_CALL_TIMEOUT_MS, DEFAULT_KEY_PREFIX, RedisTimeoutError } from './redis-call.js';
+export { DEFAULT_CALL_TIMEOUT_MS, DEFAULT_KEY_PREFIX, NotARecordError, RedisTimeoutError } from './redis-call.js';

@@ -1,39 +1,43 @@
 /**
- * The Lua script behind `consume`: a mirror of `decideConsume` from `@petstore/core`
- * (rate-limit/fixed-window.ts), run by Redis atomically, so concurrent consumes of one key — also from
+ * The Lua scripts of the rate-limit store. `CONSUME_LUA` is a mirror of `decideConsume` from `@petstore/core`
+ * (rate-limit/fixed-window.ts), run by Redis atomically, so concurrent consumes of one record — also from
  * different processes — never interleave. One call decides a **batch** of consumes, in order: the store
  * gathers the consumes one process starts within one turn of its event loop into one call (see
  * consume-batches.ts), and every consume in it is decided and charged exactly as if it had come alone.
  *
  * KEYS[1..B]  the keys of the B consumes, `${keyPrefix}rl:${key}` (a key may appear several times; on a Redis
- *             Cluster all share one hash slot). Each holds one string value (layout below).
+ *             Cluster all share one hash slot). Each holds one string value: the record (layout below).
  * ARGV[1]     'server' (decide at Redis's clock, TIME, read once for the batch) or 'request' (each consume
  *             brings its own nowMs).
  * ARGV[2]     P, the number of distinct policies in the batch; then three arguments per policy:
- *             - the windows' signature: their names as a JSON array, in request order;
- *             - the `struct` format of the state's numbers for these windows: '<B' then 3 + 2n 'd';
+ *             - the windows' signature: `[[name, limit, windowMs], …]` as JSON, in request order (stored as it
+ *               is, so the record tells what each window was last charged with);
+ *             - the `struct` format of the record's numbers for these windows: '<BI4' then 2n 'd';
  *             - the policy's numbers as a JSON array: n, ban rejectedThreshold (0: no ban policy), ban
  *               intervalMs, ban durationMs, the n limits, the n windowMs (one `cjson.decode` per policy and
  *               batch; plain ASCII, so the client sends the call as text).
- * then, per consume: its policy's number 1..P, and in 'request' mode its nowMs after it.
+ * then, per consume: its policy's number 1..P, its cost (units), its ban subject (a keyId, '' for an anonymous
+ * record), and in 'request' mode its nowMs.
  *
- * The value: `struct.pack('<B' .. 'd' × (3 + 2n))` of n, rejection-interval start, rejection count, ban end,
- * the n window starts, the n window counts (times in Unix epoch ms, doubles: integers below 2^53 are exact),
- * then the signature the numbers belong to. A rejection count of 0 means no rejection interval; a ban end of
- * 0 means no ban.
+ * The record (see `rateLimitRedisKey` for the byte table): `struct.pack('<BI4' .. 'd' × 2n)` of n, the
+ * signature's length, the n window starts, the n window counts; then the signature; then one entry per ban
+ * subject that is banned or counting rejections: `struct.pack('<dddI4')` of the rejection interval's start and
+ * count (0, 0: none), the ban's end (0: none) and the subject's length, then the subject. Times are Unix epoch
+ * ms, all numbers integers (doubles: exact below 2^53).
  *
- * Each key is read once per batch (GET) and written once at the end (SET … PX with its final state, or
- * PEXPIRE when only a ban answered for it): consumes of one key later in the batch see the state the earlier
- * ones left. Every write sets the key's expiry to the latest instant its state still matters (window resets,
- * ban end, rejection-interval end), so a key that lost its TTL gets it back.
+ * Each key is read once per batch (GET) and written once at the end (SET … PX with its final record, PEXPIRE
+ * when only bans answered for it, DEL when nothing in it matters any more): consumes of one key later in the
+ * batch see the record the earlier ones left. Every write sets the key's expiry to the latest instant its record
+ * still matters (window resets, ban ends, rejection-interval ends), so a key that lost its TTL gets it back.
  *
  * Returns a flat array of integers: nowMs (server mode; 0 in request mode), then per consume { outcome,
  * bannedUntilMs, used_1, …, used_n } with outcome 0 = allowed, 1 = rate_limited, 2 = banned, 3 = the key holds
- * a value of another type (nothing read or written for it), and the used count of each window in request
- * order (the client derives each window's reset from the decision's nowMs).
+ * a value of another type, 4 = the key holds a string that is not a record (nothing read or written for it in
+ * both cases), and the used count of each window in request order (the client derives each window's reset
+ * from the decision's nowMs).
  *
- * When the request's windows differ from those stored (another signature: a plan change with other window
- * names, or a new key), counts carry over by window name and windows the request no longer names are
+ * When the request's windows differ from those stored (another signature: a plan change, or a new key), counts
+ * carry over by window name where the window's length is the same, and windows the request no longer names are
  * dropped.
  *
  * What it costs Redis: every call pays a fixed cost for reading, parsing and answering the command, then each
@@ -44,10 +48,12 @@
  * was chosen: a hash per key (HMGET, HSET, PEXPIRE), which cost more per decision than one packed value; the
  * policy packed as binary (cheaper for Redis, but ioredis then builds the whole command as a buffer, dearer for
  * the app); SET … KEEPTTL instead of PX (a little cheaper, but a key that lost its TTL would keep none until its
- * window rolls over).
+ * window rolls over). The record is decoded by one `struct.unpack` of its numbers; the bans part is read only
+ * when the record has one, which an account that is not being refused does not.
  */
 export const CONSUME_LUA = `
-local call, tonumber, sub, max = redis.call, tonumber, string.sub, math.max
+local call, tonumber, sub, byte, max = redis.call, tonumber, string.sub, string.byte, math.max
+local unpackStruct, packStruct = struct.unpack, struct.pack
 local serverTime = ARGV[1] == 'server'
 local now = 0
 if serverTime then
@@ -62,111 +68,199 @@ for p = 1, policyCount do
   policies[p] = { ARGV[3 * p], ARGV[3 * p + 1], cjson.decode(ARGV[3 * p + 2]) }
 end
 
--- The state of a key as value string: st = { n, rejection start, rejection count, ban end, starts…, counts… }.
-local function readState(value, signature, format, n)
-  if value and #value == 25 + 16 * n + #signature and sub(value, 26 + 16 * n) == signature then
-    return { struct.unpack(format, value) }
+-- A record: { sig, format, st = { n, #sig, starts…, counts… }, bans = { subject, rejection start,
+-- rejection count, ban end, subject, … } (4 slots per ban subject), the stored windows decoded (only when they
+-- are not the policy's) }.
+local function decode(value, policy)
+  local n = byte(value, 1)
+  local format = policy[2]
+  if n ~= policy[3][1] then format = '<BI4' .. string.rep('d', 2 * n) end
+  local st = { unpackStruct(format, value) }
+  local from = st[3 + 2 * n]
+  st[3 + 2 * n] = nil
+  local to = from + st[2]
+  local sig = sub(value, from, to - 1)
+  if #sig ~= st[2] then error('truncated') end
+  local bans, b = {}, 0
+  while to <= #value do
+    local rejectedStart, rejectedCount, bannedUntil, length, at = unpackStruct('<dddI4', value, to)
+    to = at + length
+    bans[b + 1], bans[b + 2], bans[b + 3], bans[b + 4] = sub(value, at, to - 1), rejectedStart, rejectedCount, bannedUntil
+    b = b + 4
   end
-  -- A new key, or other windows than stored: carry counts over by window name.
-  local st = { n, 0, 0, 0 }
-  for i = 5, 4 + 2 * n do st[i] = 0 end
-  if value then
-    local n0 = string.byte(value, 1)
-    local old = { struct.unpack('<B' .. string.rep('d', 3 + 2 * n0), value) }
-    st[2], st[3], st[4] = old[2], old[3], old[4]
-    local names, index = cjson.decode(signature), {}
-    for j, name in ipairs(cjson.decode(sub(value, 26 + 16 * n0))) do index[name] = j end
-    for i = 1, n do
-      local j = index[names[i]]
-      if j then st[4 + i], st[4 + n + i] = old[4 + j], old[4 + n0 + j] end
+  if to ~= #value + 1 then error('truncated') end
+  local stored = false
+  if sig ~= policy[1] then
+    stored = cjson.decode(sig)
+    for j = 1, n do
+      if type(stored[j][1]) ~= 'string' or type(stored[j][3]) ~= 'number' then error('not a signature') end
     end
   end
-  return st
+  return { sig, format, st, bans, stored }
 end
 
--- Decides one consume at now on state st (changed in place). Returns outcome, ban end, whether st changed,
--- and until when (epoch ms) the resulting state matters.
-local function decide(st, policy, now)
-  local n, banThreshold = policy[1], policy[2]
-  -- Windows: counters of ended windows read as 0.
-  local hasRoom, expiresAt = true, now
+local function encode(record)
+  local bans = record[4]
+  local parts = { packStruct(record[2], unpack(record[3])), record[1] }
+  for b = 1, #bans, 4 do
+    parts[#parts + 1] = packStruct('<dddI4', bans[b + 1], bans[b + 2], bans[b + 3], #bans[b])
+    parts[#parts + 1] = bans[b]
+  end
+  return table.concat(parts)
+end
+
+-- Decides one consume at now for subject on record (changed in place unless banned). Fills used with the count
+-- of each window (after the charge when admitted). Returns outcome, ban end, whether the record changed, and
+-- until when (epoch ms) the record matters.
+local starts = {}
+local function decide(record, policy, cost, subject, now, used)
+  local sig, numbers = policy[1], policy[3]
+  local n, banThreshold, banInterval = numbers[1], numbers[2], numbers[3]
+  local st, bans = record[3], record[4]
+  local same = record[1] == sig
+  local stored, storedN, index, names
+  if not same and record[1] then
+    -- Other windows stored: a count carries over by name, when the window's length is the same.
+    stored, storedN, index, names = record[5] or cjson.decode(record[1]), st[1], {}, cjson.decode(sig)
+    for j = 1, storedN do index[stored[j][1]] = j end
+  end
+  local hasRoom = true
   for i = 1, n do
-    local windowMs = policy[4 + n + i]
+    local windowMs = numbers[4 + n + i]
     local start = now - now % windowMs
-    if st[4 + i] ~= start then
-      st[4 + i], st[4 + n + i] = start, 0
+    local count = 0
+    if same then
+      if st[2 + i] == start then count = st[2 + n + i] end
+    elseif index then
+      local j = index[names[i][1]]
+      if j and stored[j][3] == windowMs and st[2 + j] == start then count = st[2 + storedN + j] end
     end
-    if st[4 + n + i] >= policy[4 + i] then hasRoom = false end
-    if start + windowMs > expiresAt then expiresAt = start + windowMs end
+    starts[i], used[i] = start, count
+    if count + cost > numbers[4 + i] then hasRoom = false end
   end
-  local rejStart, rejCount, bannedUntil = st[2], st[3], st[4]
-  local rejectedEnd = 0
-  if banThreshold > 0 and rejCount > 0 then rejectedEnd = rejStart + policy[3] end
-  if bannedUntil > now then
-    -- Banned: nothing charged, state unchanged, ban not extended.
-    return 2, bannedUntil, false, max(expiresAt, bannedUntil, rejectedEnd)
-  elseif hasRoom then
-    -- Room in every window: charge them all; the rejection counter stays as it was, a lifted ban goes.
-    for i = 5 + n, 4 + 2 * n do st[i] = st[i] + 1 end
-    st[4] = 0
-    return 0, 0, true, max(expiresAt, rejectedEnd)
-  elseif banThreshold == 0 then
-    -- Rejected without a ban policy: nothing charged, nothing counted.
-    st[2], st[3], st[4] = 0, 0, 0
-    return 1, 0, true, expiresAt
+
+  local own = 0
+  for b = 1, #bans, 4 do
+    if bans[b] == subject then own = b break end
   end
-  -- Rejected: count it toward a ban in the current interval; the threshold-th rejection starts the ban.
-  local banInterval = policy[3]
-  local intervalStart = now - now % banInterval
-  local rejectedCount = 1
-  if rejCount > 0 and rejStart == intervalStart then rejectedCount = rejCount + 1 end
-  if rejectedCount >= banThreshold then
-    local banEnd = now + policy[4]
-    st[2], st[3], st[4] = 0, 0, banEnd
-    return 2, banEnd, true, max(expiresAt, banEnd)
+  if own > 0 and bans[own + 3] > now then
+    -- Banned: nothing changes; the record matters until the latest end of what it holds.
+    local at = now
+    for j = 1, st[1] do
+      local windowMs = same and numbers[4 + n + j] or stored[j][3]
+      at = max(at, st[2 + j] + windowMs)
+    end
+    for b = 1, #bans, 4 do
+      at = max(at, bans[b + 3])
+      if banThreshold > 0 and bans[b + 2] > 0 then at = max(at, bans[b + 1] + banInterval) end
+    end
+    return 2, bans[own + 3], false, at
   end
-  st[2], st[3], st[4] = intervalStart, rejectedCount, 0
-  return 1, 0, true, max(expiresAt, intervalStart + banInterval)
+
+  -- The windows of this request, charged when every one has room for the cost.
+  if not same then
+    st = { n, #sig }
+    record[1], record[2], record[3], record[5] = sig, policy[2], st, false
+  end
+  local at = now
+  for i = 1, n do
+    if hasRoom then used[i] = used[i] + cost end
+    st[2 + i], st[2 + n + i] = starts[i], used[i]
+    at = max(at, starts[i] + numbers[4 + n + i])
+  end
+
+  -- Every subject's ended ban and ended (or, without a ban policy, any) rejection count go.
+  local kept, k = {}, 0
+  local outcome, banEnd = 0, 0
+  for b = 1, #bans, 4 do
+    if b ~= own or hasRoom then
+      local rejectedStart, rejectedCount, bannedUntil = bans[b + 1], bans[b + 2], bans[b + 3]
+      if bannedUntil <= now then bannedUntil = 0 end
+      if banThreshold == 0 or rejectedStart + banInterval <= now then rejectedStart, rejectedCount = 0, 0 end
+      if bannedUntil > 0 or rejectedCount > 0 then
+        kept[k + 1], kept[k + 2], kept[k + 3], kept[k + 4] = bans[b], rejectedStart, rejectedCount, bannedUntil
+        k = k + 4
+      end
+    end
+  end
+  if not hasRoom then
+    outcome = 1
+    if banThreshold > 0 then
+      -- Refused: counts once toward the subject's ban in the current interval; the threshold-th starts it.
+      local intervalStart = now - now % banInterval
+      local count = 1
+      if own > 0 and bans[own + 2] > 0 and bans[own + 1] == intervalStart then count = bans[own + 2] + 1 end
+      if count >= banThreshold then
+        outcome, banEnd = 2, now + numbers[4]
+        kept[k + 1], kept[k + 2], kept[k + 3], kept[k + 4] = subject, 0, 0, banEnd
+      else
+        kept[k + 1], kept[k + 2], kept[k + 3], kept[k + 4] = subject, intervalStart, count, 0
+      end
+      k = k + 4
+    end
+  end
+  record[4] = kept
+  for b = 1, k, 4 do
+    at = max(at, kept[b + 3])
+    if kept[b + 2] > 0 then at = max(at, kept[b + 1] + banInterval) end
+  end
+  return outcome, banEnd, true, at
 end
 
--- Per key in the batch: its latest value (false: none), whether it must be written, and its expiry (PX).
-local values, dirty, ttl, keys = {}, {}, {}, {}
+-- Per key in the batch: its record (3 or 4: not readable), whether it must be written, and its expiry (PX).
+local records, dirty, ttl, keys = {}, {}, {}, {}
 local reply, r = { now }, 1
+local used = {}
 local arg = 3 + 3 * policyCount
 for k = 1, #KEYS do
   local key, policy = KEYS[k], policies[tonumber(ARGV[arg])]
-  local itemNow = now
-  if serverTime then arg = arg + 1 else itemNow, arg = tonumber(ARGV[arg + 1]), arg + 2 end
-  local signature, format, numbers = policy[1], policy[2], policy[3]
-  local n = numbers[1]
-  local value = values[key]
-  if value == nil then
-    value = redis.pcall('GET', key)
-    if type(value) == 'table' then value = nil end
-    if value ~= nil then
-      values[key] = value
-      keys[#keys + 1] = key
+  local cost, subject, itemNow = tonumber(ARGV[arg + 1]), ARGV[arg + 2], now
+  if serverTime then arg = arg + 3 else itemNow, arg = tonumber(ARGV[arg + 3]), arg + 4 end
+  local n = policy[3][1]
+  local record = records[key]
+  if record == nil then
+    local value = redis.pcall('GET', key)
+    if type(value) == 'table' then
+      record = 3
+    elseif value then
+      local ok, decoded = pcall(decode, value, policy)
+      record = ok and decoded or 4
+    else
+      record = { false, policy[2], { 0, 0 }, {}, false }
     end
+    records[key] = record
+    if record ~= 3 and record ~= 4 then keys[#keys + 1] = key end
   end
-  if value == nil then
-    -- Another type of value under this key: nothing read or written.
-    reply[r + 1], reply[r + 2] = 3, 0
+  if record == 3 or record == 4 then
+    reply[r + 1], reply[r + 2] = record, 0
     for i = 1, n do reply[r + 2 + i] = 0 end
   else
-    local st = readState(value, signature, format, n)
-    local outcome, banEnd, changed, at = decide(st, numbers, itemNow)
-    if changed then
-      values[key] = struct.pack(format, unpack(st, 1, 4 + 2 * n)) .. signature
-      dirty[key] = true
-    end
+    local outcome, banEnd, changed, at = decide(record, policy, cost, subject, itemNow, used)
+    if changed then dirty[key] = true end
     ttl[key] = at - itemNow
     reply[r + 1], reply[r + 2] = outcome, banEnd
-    for i = 1, n do reply[r + 2 + i] = st[4 + n + i] end
+    for i = 1, n do reply[r + 2 + i] = used[i] end
   end
   r = r + 2 + n
 end
 for _, key in ipairs(keys) do
-  if dirty[key] then call('SET', key, values[key], 'PX', ttl[key]) else call('PEXPIRE', key, ttl[key]) end
+  local expiresIn = ttl[key]
+  if expiresIn <= 0 then
+    call('DEL', key)
+  elseif dirty[key] then
+    call('SET', key, encode(records[key]), 'PX', expiresIn)
+  else
+    call('PEXPIRE', key, expiresIn)
+  end
 end
 return reply
+`;
+
+/**
+ * The script behind `peek` in `'server'` mode: Redis's clock and the record, in one call (one read). Returns
+ * `[seconds, microseconds, value or nil]`.
+ */
+export const PEEK_LUA = `
+local t = redis.call('TIME')
+return { t[1], t[2], redis.call('GET', KEYS[1]) }
 `;

@@ -1,52 +1,94 @@
-import { windowStartMs, type BanPolicy, type ConsumeRequest, type ConsumeResult, type RateLimitStore, type RateLimitWindow, type WindowUsage } from '@petstore/core';
+import {
+  isPetstoreError,
+  peekState,
+  windowStartMs,
+  type BanPolicy,
+  type ConsumeRequest,
+  type ConsumeResult,
+  type RateLimitSnapshot,
+  type RateLimitState,
+  type RateLimitStore,
+  type RateLimitWindow,
+  type WindowUsage,
+} from '@petstore/core';
 import type { Cluster, Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import { createConsumeBatches, type ConsumeDecision, type PolicyArguments } from './consume-batches.js';
-import { assertCallTimeoutMs, assertKeyPrefix, createDeadline, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_KEY_PREFIX, storeFailure } from './redis-call.js';
+import { decodeRateLimitRecord } from './rate-limit-record.js';
+import { PEEK_LUA } from './rate-limit-script.js';
+import {
+  assertCallTimeoutMs,
+  assertKeyPrefix,
+  createDeadline,
+  DEFAULT_CALL_TIMEOUT_MS,
+  DEFAULT_KEY_PREFIX,
+  NotARecordError,
+  storeFailure,
+} from './redis-call.js';
 
 export { CONSUME_COMMAND } from './consume-batches.js';
+
+/** Name under which the peek script (`'server'` mode) is defined on the client (`client.defineCommand`). */
+export const PEEK_COMMAND = 'petstoreRateLimitPeek';
+
+/** Default `blockCache.maxKeys`: records whose blocked callers one process remembers. */
+export const DEFAULT_BLOCK_CACHE_MAX_KEYS = 10_000;
+
+/** Default `blockCache.maxAgeMs`: how long one process answers a blocked caller from memory before asking Redis again. */
+export const DEFAULT_BLOCK_CACHE_MAX_AGE_MS = 1000;
 
 /** Options of {@link redisRateLimitStore}. */
 export interface RedisRateLimitStoreOptions {
   /**
    * A connected (or connecting) ioredis 5 client: a `Redis` (one server, or a Sentinel-managed primary) or a
    * `Cluster` (Redis Cluster; each consume touches one key, so it runs on the master of that key's slot, and
-   * ioredis follows `MOVED`/`ASK` redirections). The store defines one script command on it
-   * (`petstoreRateLimitConsume`) and otherwise leaves it alone; it never closes it. A client-level ioredis
-   * `keyPrefix` is applied in front of this store's own `keyPrefix`.
+   * ioredis follows `MOVED`/`ASK` redirections). The store defines its script commands on it
+   * (`petstoreRateLimitConsume`, and `petstoreRateLimitPeek` in `'server'` mode) and otherwise leaves it alone;
+   * it never closes it. A client-level ioredis `keyPrefix` is applied in front of this store's own `keyPrefix`.
    */
   client: Redis | Cluster;
   /** Prefix of every key this store writes. Default `petstore:`. */
   keyPrefix?: string;
   /**
-   * Deadline of one consume in ms: past it the promise rejects with `service_unavailable` (cause: a
-   * {@link RedisTimeoutError}; the engine's `onStoreFailure` policy decides what the caller gets). Default 1000
-   * ({@link DEFAULT_CALL_TIMEOUT_MS}).
+   * Deadline of one store call (consume, peek, reset) in ms: past it the promise rejects with
+   * `service_unavailable` (cause: a {@link RedisTimeoutError}; for a consume, the engine's `onStoreFailure` policy
+   * decides what the caller gets). Default 1000 ({@link DEFAULT_CALL_TIMEOUT_MS}).
    */
   callTimeoutMs?: number;
   /**
-   * Whose clock decides. `'server'` (default): the script reads Redis `TIME`, so app servers with skewed
-   * clocks agree on windows and bans; `request.nowMs` is ignored and the result's `nowMs` is Redis time.
-   * `'request'`: the script uses `request.nowMs` (tests that move time, e.g. the conformance suite).
+   * Whose clock decides. `'server'` (default): the scripts read Redis `TIME`, so app servers with skewed
+   * clocks agree on windows and bans; `request.nowMs` (and `peek`'s `nowMs`) is ignored and the answer's `nowMs`
+   * is Redis time. `'request'`: the store uses the caller's `nowMs` (tests that move time, e.g. the conformance
+   * suite and the model comparison).
    */
   time?: 'server' | 'request';
   /**
-   * Keys known to be blocked are answered from this process's memory, without Redis, until the block ends:
-   * a **banned** key until its ban ends, and a **rate-limited** key until the windows it exhausted reset —
-   * the latter only when the request carries no ban policy, because with one every rejection must reach Redis
-   * to count toward the ban (so a flooding key costs Redis at most `rejectedThreshold` calls before its ban
-   * starts, and none while the ban lasts). The answers equal what Redis would answer: nothing changes in
-   * Redis while a key is blocked, so `used` and `X-RateLimit-Reset` stay as they were and `Retry-After`
-   * counts down on this process's clock (set to Redis's clock at the last answer, in `'server'` mode).
+   * Callers known to be blocked are answered from this process's memory for at most `maxAgeMs`, then one
+   * consume asks Redis again and its answer refreshes what is known (the caller's other requests meanwhile
+   * wait for that answer):
    *
-   * `{ maxKeys }` bounds the memory (one small entry per blocked key; least recently used keys go first); `false`
-   * turns it off, e.g. when an operator lifts bans by deleting keys in Redis (each process would otherwise
-   * keep answering "banned" until the ban's end). Default `{ maxKeys: 10_000 }`.
+   * - a **banned** caller (ban subject) until its ban ends;
+   * - a caller **refused for lack of room** without a ban policy: a request is answered from memory when its
+   *   cost exceeds what is left in some window that has not reset yet (a cheaper request, or one after the
+   *   window reset, goes to Redis). With a ban policy every refusal goes to Redis, where it counts toward the
+   *   ban.
+   *
+   * So a {@link RedisRateLimitStore.reset} (or an operator's `DEL` of the key) made anywhere is obeyed by every
+   * process within `maxAgeMs` plus one round trip, with no notification that could be lost, and a blocked
+   * caller's flood costs each process at most one Redis call per `maxAgeMs`. While Redis is unreachable, a
+   * refresh that fails is answered from memory as long as the block lasts, and tried again `maxAgeMs` later.
+   * The answers are those Redis gave at the last refresh, with windows that reset since read as empty and
+   * `nowMs` (so `Retry-After`) on this process's clock, set to Redis's clock at that answer in `'server'` mode; in
+   * `'request'` mode the age is counted on the requests' clock.
+   *
+   * `maxKeys` (default {@link DEFAULT_BLOCK_CACHE_MAX_KEYS}) bounds the records remembered (least recently used
+   * go first); `maxAgeMs` (default {@link DEFAULT_BLOCK_CACHE_MAX_AGE_MS}) is a whole number of ms ≥ 1. `false`
+   * turns the cache off: every request goes to Redis.
    */
-  blockCache?: { maxKeys: number } | false;
+  blockCache?: { maxKeys?: number; maxAgeMs?: number } | false;
 }
 
-/** A {@link RateLimitStore} over Redis, which also tells where it keeps a key. */
+/** A {@link RateLimitStore} over Redis, which also tells where it keeps a record. */
 export interface RedisRateLimitStore extends RateLimitStore {
   /**
    * At most one round trip: the consumes this store starts within one event-loop turn share one script call;
@@ -54,21 +96,43 @@ export interface RedisRateLimitStore extends RateLimitStore {
    */
   consume(key: string, request: ConsumeRequest): Promise<ConsumeResult>;
   /**
-   * The Redis key holding the state of store key `key`: `${keyPrefix}rl:${key}` (without a client-level
+   * One read (`GET`; in `'server'` mode a script reading `TIME` and the key), decided by `peekState` of
+   * `@petstore/core` at Redis's clock (`'server'`, `nowMs` ignored) or at `nowMs` (`'request'`). Charges nothing
+   * and leaves the block cache alone. See {@link RateLimitStore.peek}.
+   *
+   * Rejects with `service_unavailable` when Redis is unreachable or slower than `callTimeoutMs`; with a plain
+   * Error when the key holds another type of value or a string that is not a record.
+   */
+  peek(key: string, nowMs: number): Promise<RateLimitSnapshot>;
+  /**
+   * Deletes the record's key (`DEL`: its windows and the bans of all its subjects) and forgets what this
+   * process's block cache knew of it; other processes' caches ask Redis again within their `maxAgeMs`.
+   * Resolves whether or not the key existed; rejects as {@link RedisRateLimitStore.peek} does.
+   */
+  reset(key: string): Promise<void>;
+  /**
+   * The Redis key holding the record of store key `key`: `${keyPrefix}rl:${key}` (without a client-level
    * ioredis `keyPrefix`, which ioredis adds itself). For inspection, e.g. `PTTL` in tests.
    */
   redisKey(key: string): string;
 }
 
 /**
- * The Redis key that holds the rate-limit state of store key `key` (e.g. `key:<keyId>` or `anon:<address>`):
- * `${keyPrefix}rl:${key}`, a string value of n windows: one byte n, then 3 + 2n little-endian doubles
- * (rejection-interval start, rejection count, ban end, the n window starts, the n window counts; integers, times
- * in Unix epoch ms; a rejection count of 0 means none, a ban end of 0 means no ban), then the windows' names as a
- * JSON array in the same order. Packed, because the script then reads and writes it with one GET and one SET
- * per call (see rate-limit-script.ts for the measurements).
+ * The Redis key that holds the rate-limit record of store key `key` (`account:<accountId>` or
+ * `anon:<address>`): `${keyPrefix}rl:${key}`, one string value, packed (all integers little-endian; the numbers
+ * are doubles, exact below 2^53, times in Unix epoch ms):
  *
- * The key always carries a TTL (to the latest window reset, ban end or rejection-interval end).
+ * 1. one byte n, the number of windows; a 4-byte unsigned length L;
+ * 2. the n window starts, then the n window counts (units), 8 bytes each;
+ * 3. L bytes of JSON, `[[name, limit, windowMs], …]`: each window's name and the limit and length it was last
+ *    charged with, in the order of the starts and counts;
+ * 4. per ban subject that is banned or counting rejections (a key's `keyId`, `''` for an anonymous record):
+ *    the start of its rejection interval and its rejection count (0 and 0: none), the end of its ban (0: none),
+ *    8 bytes each; a 4-byte length; the subject's UTF-8 bytes.
+ *
+ * Packed, because the script then reads and writes it with one GET and one SET per call (see
+ * rate-limit-script.ts for the measurements). The key always carries a TTL (to the latest window reset, ban end
+ * or rejection-interval end in it).
  */
 export function rateLimitRedisKey(key: string, keyPrefix: string = DEFAULT_KEY_PREFIX): string {
   return `${keyPrefix}rl:${key}`;
@@ -76,10 +140,11 @@ export function rateLimitRedisKey(key: string, keyPrefix: string = DEFAULT_KEY_P
 
 /**
  * A rate-limit store in Redis. A consume runs in one Lua script call (`EVALSHA`, with ioredis's automatic
- * `EVAL` fallback when the server has not cached the script) that reads the key's state, checks every window
- * and the ban, charges all windows or none, counts a rejection toward a ban, starts the ban, and sets the
- * key's expiry — a mirror of `decideConsume` from `@petstore/core`, atomic across every process sharing the
- * Redis server. State of one key is one string value, see {@link rateLimitRedisKey}.
+ * `EVAL` fallback when the server has not cached the script) that reads the record, checks every window and the
+ * ban subject's ban, charges the cost to all windows or to none, counts a refusal toward the subject's ban,
+ * starts the ban, prunes ended bans, and sets the key's expiry — a mirror of `decideConsume` from
+ * `@petstore/core`, atomic across every process sharing the Redis server. One record is one string value, see
+ * {@link rateLimitRedisKey}. `peek` is one read; `reset` one `DEL`.
  *
  * The consumes this store starts within one turn of the event loop (the requests read in one poll phase) go
  * to Redis as ONE call, which decides them in the order they were started, each exactly as if it had come
@@ -99,10 +164,10 @@ export function rateLimitRedisKey(key: string, keyPrefix: string = DEFAULT_KEY_P
  * on a failure: the engine's `onStoreFailure` policy turns the rejection into 503 or fail-open. A consume that
  * timed out may still be applied by Redis later (one request charged without an answer).
  *
- * A key that holds another type of value (`WRONGTYPE`: the prefix collides with the host's own data) fails
- * its own consume with a plain Error (cause: the `ReplyError`) and nothing is written to it; the other
- * consumes of the same call are decided as usual. A call that fails as a whole (timeout, connection, a
- * transient error reply) fails every consume in it.
+ * A key that holds another type of value (`WRONGTYPE`: the prefix collides with the host's own data), or a
+ * string that is not a record (cause: `NotARecordError`), fails its own consume with a plain Error and nothing
+ * is written to it; the other consumes of the same call are decided as usual. A call that fails as a whole
+ * (timeout, connection, a transient error reply) fails every consume in it.
  *
  * Redis Cluster: pass an ioredis `Cluster` as `client`. A call carries only keys of one hash slot, so any key
  * layout works (no hash tag needed) and keys spread over every master. A `MOVED` or `ASK` redirection (a slot
@@ -111,101 +176,247 @@ export function rateLimitRedisKey(key: string, keyPrefix: string = DEFAULT_KEY_P
  * time out, which rejects with `service_unavailable` as above.
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#store-failures
- * @throws TypeError when `callTimeoutMs` is not a whole number ≥ 1 or `keyPrefix` is not a string. `consume`
- *   rejects with a TypeError on a request with non-integer numbers (`nowMs` in `'request'` mode, `limit`,
- *   `windowMs`, ban fields), which the core never sends.
+ * @throws TypeError when `callTimeoutMs` is not a whole number ≥ 1, `keyPrefix` is not a string, `time` is
+ *   neither `'server'` nor `'request'`, or `blockCache` is malformed. `consume` rejects with a TypeError on a
+ *   request with non-integer numbers (`nowMs` in `'request'` mode, `cost`, `limit`, `windowMs`, ban fields) or
+ *   a `banSubject` that is not a string, which the core never sends; `peek` on a `nowMs` that is not a whole
+ *   number in `'request'` mode.
  */
 export function redisRateLimitStore(options: RedisRateLimitStoreOptions): RedisRateLimitStore {
   const { client, keyPrefix = DEFAULT_KEY_PREFIX, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS, time = 'server' } = options;
   assertKeyPrefix(keyPrefix);
   assertCallTimeoutMs(callTimeoutMs);
   if (time !== 'server' && time !== 'request') throw new TypeError(`time must be 'server' or 'request', got ${String(time)}`);
-  const blocked = createBlockCache(options.blockCache ?? { maxKeys: DEFAULT_BLOCK_CACHE_KEYS });
-  const consumeInBatch = createConsumeBatches(client, time, createDeadline(callTimeoutMs));
+  const blocked = createBlockCache(options.blockCache ?? {}, time);
+  const withDeadline = createDeadline(callTimeoutMs);
+  const consumeInBatch = createConsumeBatches(client, time, withDeadline);
+  type PeekCall = (redisKey: string) => Promise<[Buffer, Buffer, Buffer | null]>;
+  let peekScript: PeekCall | undefined;
+  if (time === 'server') {
+    client.defineCommand(PEEK_COMMAND, { numberOfKeys: 1, lua: PEEK_LUA });
+    const defined = (client as unknown as Record<string, PeekCall>)[`${PEEK_COMMAND}Buffer`] as PeekCall;
+    peekScript = (redisKey) => defined.call(client, redisKey);
+  }
+
+  /** One consume decided by Redis (in a batch), remembered by the block cache. */
+  async function decideInRedis(key: string, policy: PolicyArguments, request: ConsumeRequest): Promise<ConsumeResult> {
+    let decision: ConsumeDecision;
+    try {
+      decision = await consumeInBatch(
+        rateLimitRedisKey(key, keyPrefix),
+        policy,
+        request.windows.length,
+        request.cost,
+        request.banSubject,
+        request.nowMs,
+      );
+    } catch (error) {
+      throw storeFailure(error, 'consume', 'rate-limit store');
+    }
+    const result = resultOf(decision, request);
+    blocked?.remember(key, policy, request, result);
+    return result;
+  }
 
   return {
-    // Stubs for the store contract v2 (issue 21), replaced by the Redis part of that issue.
-    async peek() {
-      throw new Error('not implemented yet');
-    },
-    async reset() {
-      throw new Error('not implemented yet');
-    },
     redisKey: (key) => rateLimitRedisKey(key, keyPrefix),
     async consume(key, request) {
       if (time === 'request' && !Number.isSafeInteger(request.nowMs)) {
         throw new TypeError(`nowMs must be a whole number of ms, got ${String(request.nowMs)}`);
       }
+      assertWhole(request.cost, 'cost', 1);
+      if (typeof request.banSubject !== 'string') throw new TypeError(`banSubject must be a string, got ${typeof request.banSubject}`);
       const policy = policyArguments(request.windows, request.ban);
-      const local = blocked?.answer(key, policy, request, time);
-      if (local !== undefined) return local;
-      let decision: ConsumeDecision;
-      try {
-        decision = await consumeInBatch(rateLimitRedisKey(key, keyPrefix), policy, request.windows.length, request.nowMs);
-      } catch (error) {
-        throw storeFailure(error, 'consume', 'rate-limit store');
+      if (blocked !== undefined) {
+        for (;;) {
+          const known = blocked.lookup(key, policy, request);
+          if (known === undefined) break;
+          if ('result' in known) return known.result;
+          if ('wait' in known) {
+            await known.wait;
+            continue;
+          }
+          return blocked.refresh(key, known.refresh, policy, request, () => decideInRedis(key, policy, request));
+        }
       }
-      const result = resultOf(decision, request);
-      blocked?.remember(key, policy, result, request);
-      return result;
+      return decideInRedis(key, policy, request);
+    },
+    async peek(key, nowMs) {
+      const redisKey = rateLimitRedisKey(key, keyPrefix);
+      let value: Buffer | null;
+      let atMs: number;
+      try {
+        if (peekScript !== undefined) {
+          const [seconds, micros, stored] = await withDeadline(peekScript(redisKey));
+          atMs = Number(seconds.toString()) * 1000 + Math.floor(Number(micros.toString()) / 1000);
+          value = stored;
+        } else {
+          if (!Number.isSafeInteger(nowMs)) throw new TypeError(`nowMs must be a whole number of ms, got ${String(nowMs)}`);
+          atMs = nowMs;
+          value = await withDeadline(client.getBuffer(redisKey));
+        }
+      } catch (error) {
+        if (error instanceof TypeError) throw error;
+        throw storeFailure(error, 'peek', 'rate-limit store');
+      }
+      let state: RateLimitState | undefined;
+      try {
+        state = value === null ? undefined : decodeRateLimitRecord(value);
+      } catch {
+        throw storeFailure(new NotARecordError(redisKey), 'peek', 'rate-limit store');
+      }
+      return peekState(state, atMs);
+    },
+    async reset(key) {
+      try {
+        await withDeadline(client.del(rateLimitRedisKey(key, keyPrefix)));
+      } catch (error) {
+        throw storeFailure(error, 'reset', 'rate-limit store');
+      } finally {
+        blocked?.forget(key);
+      }
     },
   };
 }
 
-/** Default `blockCache.maxKeys`. */
-const DEFAULT_BLOCK_CACHE_KEYS = 10_000;
+/** What one process knows of one blocked ban subject of a record. */
+interface BlockedSubject {
+  /** End of the subject's ban (the decision clock, Unix epoch ms); 0: refused for lack of room, without a ban policy. */
+  bannedUntilMs: number;
+  /** When Redis last answered for this subject (the decision clock, Unix epoch ms). */
+  checkedAtMs: number;
+  /** Settles when the consume that asks Redis again for this subject has its answer; undefined when none is out. */
+  refreshing: Promise<void> | undefined;
+}
 
-interface BlockedKey {
-  /** The policy the answer was for: a request under another policy goes to Redis. */
+/** What one process knows of one record with blocked subjects. */
+interface BlockedRecord {
+  /** The policy of the answers below: a request under another policy goes to Redis. */
   policy: PolicyArguments;
-  /** Until when (Redis clock in `'server'` mode, else the requests' clock) the key stays blocked. */
-  untilMs: number;
-  /** The answer Redis gave. */
-  result: Extract<ConsumeResult, { allowed: false }>;
+  /** The record's windows as Redis last answered them, for any of its subjects. */
+  windows: WindowUsage[];
   /** Redis's clock minus this process's clock at that answer (`'server'` mode). */
   offsetMs: number;
+  subjects: Map<string, BlockedSubject>;
 }
+
+/** What {@link BlockCache.lookup} tells `consume` to do; `undefined`: ask Redis. */
+type Known = { result: ConsumeResult } | { wait: Promise<void> } | { refresh: BlockedSubject };
 
 function samePolicy(a: PolicyArguments, b: PolicyArguments): boolean {
   return a === b || (a[0] === b[0] && a[2] === b[2]);
 }
 
-/** The blocked keys of one store (see `blockCache`), or `undefined` when turned off. */
-function createBlockCache(option: { maxKeys: number } | false) {
+/** `windows` as they stand at `nowMs`: a window that reset since reads as empty, with its new reset. */
+function windowsAt(windows: WindowUsage[], nowMs: number): WindowUsage[] {
+  return windows.map((window) =>
+    nowMs < window.resetAtMs ? window : { ...window, used: 0, remaining: window.limit, resetAtMs: windowStartMs(nowMs, window.windowMs) + window.windowMs },
+  );
+}
+
+/** The blocked callers of one store (see `blockCache`), or `undefined` when turned off. */
+function createBlockCache(option: { maxKeys?: number; maxAgeMs?: number } | false, time: 'server' | 'request') {
   if (option === false) return undefined;
-  if (typeof option !== 'object' || option === null || !Number.isSafeInteger(option.maxKeys) || option.maxKeys < 1) {
-    throw new TypeError(`blockCache must be { maxKeys } with a whole number >= 1, or false; got ${String(option && JSON.stringify(option))}`);
+  if (typeof option !== 'object' || option === null) {
+    throw new TypeError(`blockCache must be { maxKeys?, maxAgeMs? } or false, got ${String(option)}`);
   }
-  const keys = new LRUCache<string, BlockedKey>({ max: option.maxKeys });
+  const { maxKeys = DEFAULT_BLOCK_CACHE_MAX_KEYS, maxAgeMs = DEFAULT_BLOCK_CACHE_MAX_AGE_MS } = option;
+  if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) throw new TypeError(`blockCache.maxKeys must be a whole number >= 1, got ${String(maxKeys)}`);
+  if (!Number.isSafeInteger(maxAgeMs) || maxAgeMs < 1) throw new TypeError(`blockCache.maxAgeMs must be a whole number of ms >= 1, got ${String(maxAgeMs)}`);
+  const records = new LRUCache<string, BlockedRecord>({ max: maxKeys });
+  const clock = (record: BlockedRecord, request: ConsumeRequest) => (time === 'server' ? Date.now() + record.offsetMs : request.nowMs);
+
+  /** The answer from memory while `subject` is known to be blocked for `request` at `nowMs`, else undefined. */
+  const answerAt = (record: BlockedRecord, subject: BlockedSubject, request: ConsumeRequest, nowMs: number): ConsumeResult | undefined => {
+    const windows = windowsAt(record.windows, nowMs);
+    if (subject.bannedUntilMs > 0) {
+      return nowMs < subject.bannedUntilMs ? { allowed: false, reason: 'banned', nowMs, windows, bannedUntilMs: subject.bannedUntilMs } : undefined;
+    }
+    return windows.some((window) => window.remaining < request.cost) ? { allowed: false, reason: 'rate_limited', nowMs, windows } : undefined;
+  };
+
+  const forgetSubject = (key: string, record: BlockedRecord, banSubject: string) => {
+    record.subjects.delete(banSubject);
+    if (record.subjects.size === 0 && records.peek(key) === record) records.delete(key);
+  };
+
   return {
-    /** The answer for a blocked key, or `undefined` when Redis must decide. */
-    answer(key: string, policy: PolicyArguments, request: ConsumeRequest, time: 'server' | 'request'): ConsumeResult | undefined {
-      const entry = keys.get(key);
-      if (entry === undefined) return undefined;
-      const nowMs = time === 'server' ? Date.now() + entry.offsetMs : request.nowMs;
-      if (!samePolicy(entry.policy, policy) || nowMs >= entry.untilMs || nowMs < entry.result.nowMs) {
-        keys.delete(key);
+    /** What `consume` does for `request`: answer from memory, wait for a refresh, refresh, or (undefined) ask Redis. */
+    lookup(key: string, policy: PolicyArguments, request: ConsumeRequest): Known | undefined {
+      const record = records.get(key);
+      if (record === undefined || !samePolicy(record.policy, policy)) return undefined;
+      const subject = record.subjects.get(request.banSubject);
+      if (subject === undefined) return undefined;
+      if (subject.refreshing !== undefined) return { wait: subject.refreshing };
+      const nowMs = clock(record, request);
+      if (nowMs < subject.checkedAtMs) {
+        forgetSubject(key, record, request.banSubject); // a clock that went back: ask Redis
         return undefined;
       }
-      // Windows that reset meanwhile (not the blocking ones: those end no earlier than untilMs) read as empty.
-      const windows = entry.result.windows.map((window) =>
-        nowMs < window.resetAtMs ? window : { ...window, used: 0, remaining: window.limit, resetAtMs: windowStartMs(nowMs, window.windowMs) + window.windowMs },
-      );
-      return { ...entry.result, nowMs, windows };
+      const result = answerAt(record, subject, request, nowMs);
+      if (result === undefined) {
+        if (subject.bannedUntilMs > 0) forgetSubject(key, record, request.banSubject); // the ban ended
+        return undefined;
+      }
+      return nowMs - subject.checkedAtMs < maxAgeMs ? { result } : { refresh: subject };
     },
-    /** Remembers a blocked answer, or forgets the key once Redis admits it. */
-    remember(key: string, policy: PolicyArguments, result: ConsumeResult, request: ConsumeRequest): void {
-      if (result.allowed) {
-        keys.delete(key);
+
+    /**
+     * Asks Redis again for a blocked subject (`ask`); the subject's other consumes wait for the answer. When Redis
+     * cannot be reached, the block this process knows is answered instead while it lasts, and asked again
+     * `maxAgeMs` later.
+     */
+    async refresh(key: string, subject: BlockedSubject, policy: PolicyArguments, request: ConsumeRequest, ask: () => Promise<ConsumeResult>) {
+      let settle = () => {};
+      subject.refreshing = new Promise<void>((resolve) => (settle = resolve));
+      try {
+        return await ask();
+      } catch (error) {
+        const record = records.peek(key);
+        if (!isPetstoreError(error) || error.code !== 'service_unavailable' || record === undefined) throw error;
+        if (!samePolicy(record.policy, policy) || record.subjects.get(request.banSubject) !== subject) throw error;
+        const nowMs = clock(record, request);
+        const result = answerAt(record, subject, request, nowMs);
+        if (result === undefined) throw error;
+        subject.checkedAtMs = nowMs;
+        return result;
+      } finally {
+        subject.refreshing = undefined;
+        settle();
+      }
+    },
+
+    /** Learns from Redis's answer for `request`: a blocked subject is remembered, an admitted one forgotten. */
+    remember(key: string, policy: PolicyArguments, request: ConsumeRequest, result: ConsumeResult): void {
+      const blockedNow = !result.allowed && (result.reason === 'banned' || request.ban === undefined);
+      let record = records.peek(key);
+      if (record !== undefined && !samePolicy(record.policy, policy)) {
+        records.delete(key); // what was known under another policy
+        record = undefined;
+      }
+      if (record === undefined) {
+        if (!blockedNow) return;
+        record = { policy, windows: result.windows, offsetMs: 0, subjects: new Map() };
+        records.set(key, record);
+      }
+      record.windows = result.windows;
+      if (time === 'server') record.offsetMs = result.nowMs - Date.now();
+      if (!blockedNow) {
+        forgetSubject(key, record, request.banSubject);
         return;
       }
-      let untilMs: number;
-      if (result.reason === 'banned') untilMs = result.bannedUntilMs;
-      else if (request.ban === undefined) {
-        // Admitted again once every exhausted window has reset.
-        untilMs = Math.max(...result.windows.filter((window) => window.used >= window.limit).map((window) => window.resetAtMs));
-      } else return; // each rejection counts toward the ban in Redis
-      if (untilMs > result.nowMs) keys.set(key, { policy, untilMs, result, offsetMs: result.nowMs - Date.now() });
+      const bannedUntilMs = result.allowed || result.reason !== 'banned' ? 0 : result.bannedUntilMs;
+      const subject = record.subjects.get(request.banSubject);
+      if (subject === undefined) record.subjects.set(request.banSubject, { bannedUntilMs, checkedAtMs: result.nowMs, refreshing: undefined });
+      else {
+        subject.bannedUntilMs = bannedUntilMs;
+        subject.checkedAtMs = result.nowMs;
+      }
+    },
+
+    /** Forgets everything known of `key` (after a reset). */
+    forget(key: string): void {
+      records.delete(key);
     },
   };
 }
@@ -218,15 +429,15 @@ function assertWhole(value: number, what: string, min: number): void {
 const policyCache = new WeakMap<readonly RateLimitWindow[], WeakMap<object, PolicyArguments>>();
 const NO_BAN = Object.freeze({});
 
-/** The most windows one request may carry: the stored state counts them in one byte. */
+/** The most windows one request may carry: the record counts them in one byte. */
 const MAX_WINDOWS = 255;
 
 /**
- * The policy arguments: the windows' signature (their names as JSON), the `struct` format of the stored
- * numbers, and the policy's numbers as a JSON array (n, ban threshold (0 for no ban), interval and duration, the
- * limits, the windowMs). Plain text: a binary argument puts ioredis in its buffer mode, which cost the app and
- * Redis more per call than the `cjson.decode` of text saves (measured when the layout was chosen; the script's
- * pieces as they are: BENCHMARKS.md, section "Redis CPU per decision").
+ * The policy arguments: the windows' signature (`[[name, limit, windowMs], …]` as JSON, stored in the record),
+ * the `struct` format of the record's numbers, and the policy's numbers as a JSON array (n, ban threshold (0 for
+ * no ban), interval and duration, the limits, the windowMs). Plain text: a binary argument puts ioredis in its
+ * buffer mode, which cost the app and Redis more per call than the `cjson.decode` of text saves (measured when
+ * the layout was chosen; the script's pieces as they are: BENCHMARKS.md, section "Redis CPU per decision").
  * Built once per frozen windows array and frozen ban policy (the engine hands out one per plan), so a
  * request builds no strings for it.
  */
@@ -240,14 +451,16 @@ function policyArguments(windows: readonly RateLimitWindow[], ban: BanPolicy | u
     assertWhole(ban.durationMs, 'ban.durationMs', 1);
   }
   if (windows.length > MAX_WINDOWS) throw new TypeError(`at most ${MAX_WINDOWS} windows per request, got ${windows.length}`);
-  const format = `<B${'d'.repeat(3 + 2 * windows.length)}`;
-  const numbers = [windows.length, ban?.rejectedThreshold ?? 0, ban?.intervalMs ?? 0, ban?.durationMs ?? 0];
   for (const window of windows) {
+    if (typeof window.name !== 'string') throw new TypeError(`a window name must be a string, got ${typeof window.name}`);
     assertWhole(window.limit, `window "${window.name}" limit`, 0);
     assertWhole(window.windowMs, `window "${window.name}" windowMs`, 1);
   }
+  const signature = JSON.stringify(windows.map((window) => [window.name, window.limit, window.windowMs]));
+  const format = `<BI4${'d'.repeat(2 * windows.length)}`;
+  const numbers = [windows.length, ban?.rejectedThreshold ?? 0, ban?.intervalMs ?? 0, ban?.durationMs ?? 0];
   numbers.push(...windows.map((window) => window.limit), ...windows.map((window) => window.windowMs));
-  const policy: PolicyArguments = [JSON.stringify(windows.map((window) => window.name)), format, JSON.stringify(numbers)];
+  const policy: PolicyArguments = [signature, format, JSON.stringify(numbers)];
   const cacheable =
     Object.isFrozen(windows) && windows.every((window) => Object.isFrozen(window)) && Object.isFrozen(banKey);
   if (cacheable) {

@@ -28,6 +28,19 @@ export class RedisTimeoutError extends Error {
   }
 }
 
+/**
+ * The cause of a failed rate-limit call when its key holds a string that is not a rate-limit record (another
+ * program's value under this store's prefix, or one written by another layout): the store neither reads nor
+ * overwrites it. A configuration fault, not an outage (a 500, not a 503).
+ */
+export class NotARecordError extends Error {
+  override readonly name = 'NotARecordError';
+  /** @param redisKey the key holding the value */
+  constructor(readonly redisKey: string) {
+    super(`The Redis key ${redisKey} holds a string that is not a rate-limit record`);
+  }
+}
+
 /** Checks a `callTimeoutMs` option: a whole number of ms ≥ 1. @throws TypeError naming `callTimeoutMs`. */
 export function assertCallTimeoutMs(callTimeoutMs: number): void {
   if (!Number.isSafeInteger(callTimeoutMs) || callTimeoutMs < 1) {
@@ -70,10 +83,12 @@ export function createDeadline(callTimeoutMs: number): WithDeadline {
 
 /**
  * True when a failure means Redis is unreachable, too slow or temporarily unable to serve: a timeout, a
- * connection error (anything ioredis raises that is not an error reply), or a transient error reply.
+ * connection error (anything ioredis raises that is not an error reply or a {@link NotARecordError}), or a
+ * transient error reply.
  */
 export function isUnavailable(error: unknown): boolean {
   if (!(error instanceof Error)) return true;
+  if (error instanceof NotARecordError) return false;
   if (error.name !== 'ReplyError') return true;
   return TRANSIENT_REPLY_PREFIXES.some((prefix) => error.message.startsWith(prefix));
 }

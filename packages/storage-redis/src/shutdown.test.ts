@@ -13,7 +13,7 @@ import { redisRateLimitStore } from './rate-limit-store.js';
 import { isRedisServerInstalled, startRedisServer } from './testing/redis-server.js';
 import { connect, connectCluster, skipCluster, skipRedis, track, uniquePrefix } from '../test-support/redis.js';
 
-const request: ConsumeRequest = { windows: [{ name: 'minute', limit: 100, windowMs: 60_000 }], nowMs: 0, ban: undefined };
+const request: ConsumeRequest = { windows: [{ name: 'minute', limit: 100, windowMs: 60_000 }], cost: 1, nowMs: 0, ban: undefined, banSubject: '' };
 const idempotent = (label: string) => ({ key: label.padEnd(64, '0'), fingerprint: 'f'.repeat(64), retentionMs: 60_000 });
 
 /**

@@ -5,6 +5,8 @@
 import { randomUUID } from 'node:crypto';
 import { connect as connectSocket, createServer, type Socket } from 'node:net';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import type { BanState, RateLimitState } from '@petstore/core';
+import { CONSUME_COMMAND } from '../src/consume-batches.js';
 import { afterEach, inject } from 'vitest';
 
 /** URL of the Redis under test, or `null` when skipped. */
@@ -177,27 +179,76 @@ export async function monitorCommands(onCommand: (command: MonitoredCommand) => 
   await ready;
 }
 
-/** A rate-limit key's stored state, decoded from its packed value (layout: rateLimitRedisKey's TSDoc). */
-export interface StoredRateLimitState {
-  names: string[];
-  counters: Record<string, { startMs: number; count: number }>;
-  rejected?: { startMs: number; count: number };
-  bannedUntilMs: number;
-}
-
-/** Reads and decodes the state of one rate-limit key; `null` when the key does not exist. */
-export async function readRateLimitState(client: Pick<Redis, 'getBuffer'>, redisKey: string): Promise<StoredRateLimitState | null> {
+/**
+ * Reads and decodes the record of one rate-limit key into the core's `RateLimitState` (layout: rateLimitRedisKey's
+ * TSDoc), independently of the store's own decoder; `undefined` when the key does not exist. Throws on a value
+ * that does not follow the layout to its last byte.
+ */
+export async function readRateLimitState(client: Pick<Redis | Cluster, 'getBuffer'>, redisKey: string): Promise<RateLimitState | undefined> {
   const value = await client.getBuffer(redisKey);
-  if (value === null) return null;
-  const n = value.readUInt8(0);
-  const number = (index: number) => value.readDoubleLE(1 + 8 * index);
-  const names = JSON.parse(value.subarray(1 + 8 * (3 + 2 * n)).toString('utf8')) as string[];
-  const counters: StoredRateLimitState['counters'] = {};
-  names.forEach((name, i) => (counters[name] = { startMs: number(3 + i), count: number(3 + n + i) }));
-  const state: StoredRateLimitState = { names, counters, bannedUntilMs: number(2) };
-  if (number(1) > 0) state.rejected = { startMs: number(0), count: number(1) };
+  if (value === null) return undefined;
+  let at = 0;
+  const take = (bytes: number) => {
+    if (at + bytes > value.length) throw new Error(`${redisKey}: the record ends at byte ${value.length}, wanted ${at + bytes}`);
+    at += bytes;
+    return at - bytes;
+  };
+  const n = value.readUInt8(take(1));
+  const signatureLength = value.readUInt32LE(take(4));
+  const numbers = Array.from({ length: 2 * n }, () => value.readDoubleLE(take(8)));
+  const signature = JSON.parse(value.toString('utf8', take(signatureLength), at)) as Array<[string, number, number]>;
+  const state: RateLimitState = { counters: {}, bans: {} };
+  signature.forEach(([name, limit, windowMs], i) => {
+    Object.defineProperty(state.counters, name, {
+      value: { startMs: numbers[i], count: numbers[n + i], limit, windowMs },
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  });
+  while (at < value.length) {
+    const [rejectedStartMs, rejectedCount, bannedUntilMs] = [0, 1, 2].map(() => value.readDoubleLE(take(8))) as [number, number, number];
+    const subjectLength = value.readUInt32LE(take(4));
+    const subject = value.toString('utf8', take(subjectLength), at);
+    const entry: BanState = { rejected: rejectedCount === 0 ? undefined : { startMs: rejectedStartMs, count: rejectedCount }, bannedUntilMs };
+    Object.defineProperty(state.bans, subject, { value: entry, enumerable: true, writable: true, configurable: true });
+  }
   return state;
 }
+
+/**
+ * Has `client` define the consume script with `patch` applied to its Lua (the store defines it when it is
+ * created, so patch the client first). For the model comparison's expiry (conformance.test.ts) and the mutation
+ * runs (model-mutations.test.ts). Each patch must change the script, or this throws when the store is created.
+ */
+export function patchConsumeScript<Client extends Redis | Cluster>(client: Client, patch: (lua: string) => string): Client {
+  const define = client.defineCommand.bind(client);
+  client.defineCommand = (name: string, definition: { lua: string; numberOfKeys?: number; readOnly?: boolean }) => {
+    if (name !== CONSUME_COMMAND) return define(name, definition);
+    const lua = patch(definition.lua);
+    if (lua === definition.lua) throw new Error('the patch changed nothing in the consume script');
+    return define(name, { ...definition, lua });
+  };
+  return client;
+}
+
+/** `text` with the one occurrence of `from` replaced by `to`; throws unless `from` occurs exactly once. */
+export function replaceOnce(text: string, from: string, to: string): string {
+  const at = text.indexOf(from);
+  if (at === -1 || text.indexOf(from, at + 1) !== -1) throw new Error(`expected exactly one ${JSON.stringify(from)} in the script`);
+  return text.slice(0, at) + to + text.slice(at + from.length);
+}
+
+/**
+ * For the model comparison: every key kept an hour longer than the script asks. The comparison's clock
+ * (`time: 'request'`) runs through days in seconds, and often stops on the last millisecond of a day, where a
+ * record ends 1 ms later; Redis counts a key's TTL on its own clock, so such a key would be gone before the next
+ * step at that same instant, where the model still holds it. No decision reads a TTL (a record kept past its
+ * end decides as no record does, and the comparison accepts it when nothing in it is live); the TTLs themselves
+ * are checked by the conformance suite ("lets every key expire …") and rate-limit-store.test.ts.
+ */
+export const keepKeysAnHourLonger = (lua: string) =>
+  replaceOnce(lua, '  local expiresIn = ttl[key]\n', '  local expiresIn = ttl[key]\n  if expiresIn > 0 then expiresIn = expiresIn + 3600000 end\n');
 
 /** Redis's clock now (`TIME`, the clock the scripts read in `'server'` mode), Unix epoch ms, rounded down. */
 export async function redisNowMs(client: Pick<Redis, 'time'>): Promise<number> {

@@ -2,7 +2,7 @@
  * App instances for the Redis suites: separate Fastify and Express servers on real sockets, each with its own
  * Redis client (a `Redis`, or a `Cluster` on a Redis Cluster) and its own petstore, sharing nothing but Redis.
  */
-import { createPetstore, staticApiKeys, type CategoryStore, type StaticApiKey, type StoreFailurePolicy } from '@petstore/core';
+import { createPetstore, staticApiKeys, type CategoryStore, type Petstore, type StaticApiKey, type StoreFailurePolicy } from '@petstore/core';
 import { redisCategoryStore, redisRateLimitStore } from '@petstore/storage-redis';
 import type { RedisClusterNode } from '@petstore/storage-redis/testing';
 import { Cluster, Redis } from 'ioredis';
@@ -25,10 +25,10 @@ export interface InstanceOptions {
 }
 
 /**
- * Starts one instance. Its Redis client does not queue commands while disconnected (they fail at once, and
- * the failure policy answers) and reconnects by itself.
+ * Starts one instance (its petstore too, for the operator's calls). Its Redis client does not queue commands
+ * while disconnected (they fail at once, and the failure policy answers) and reconnects by itself.
  */
-export async function startInstance(options: InstanceOptions): Promise<Instance> {
+export async function startInstance(options: InstanceOptions): Promise<Instance & { petstore: Petstore }> {
   const client: Redis | Cluster =
     options.cluster !== undefined
       ? new Cluster(options.cluster, {
@@ -58,7 +58,7 @@ export async function startInstance(options: InstanceOptions): Promise<Instance>
   const closeClient = async () => {
     await client.quit().catch(() => client.disconnect());
   };
-  return servePetstore(options.framework, petstore, closeClient);
+  return { ...(await servePetstore(options.framework, petstore, closeClient)), petstore };
 }
 
 /** Redis's clock now (`TIME`, the clock the consume script decides at), Unix epoch ms, rounded down. */
