@@ -13,12 +13,12 @@ export const EXPECTED_EXPORTS: Record<string, { values: string[]; types: string[
     types: ['NodeHandlerOptions','NodeRequestOptions'],
   },
   '@petstore/core/testing': {
-    values: ['fakeClock','runCategoryStoreConformance','runRateLimitModelComparison','runRateLimitStoreConformance','testClient'],
-    types: ['CategoryStoreConformanceOptions','CategoryStoreHarness','ConformanceTestApi','FakeClock','RateLimitModelComparisonOptions','RateLimitModelHarness','RateLimitStoreConformanceOptions','RateLimitStoreHarness','TestAnswer','TestClient','TestClientOptions'],
+    values: ['fakeClock','runApiKeyRecordStoreConformance','runCategoryStoreConformance','runRateLimitModelComparison','runRateLimitStoreConformance','testClient'],
+    types: ['ApiKeyRecordStoreConformanceOptions','ApiKeyRecordStoreHarness','CategoryStoreConformanceOptions','CategoryStoreHarness','ConformanceTestApi','FakeClock','RateLimitModelComparisonOptions','RateLimitModelHarness','RateLimitStoreConformanceOptions','RateLimitStoreHarness','TestAnswer','TestClient','TestClientOptions'],
   },
   '@petstore/storage-memory': {
-    values: ['DEFAULT_MAX_CATEGORIES','DEFAULT_MAX_IDEMPOTENCY_KEYS','DEFAULT_MAX_KEYS','memoryCategoryStore','memoryRateLimitStore'],
-    types: ['MemoryCategoryStore','MemoryCategoryStoreOptions','MemoryRateLimitStore','MemoryRateLimitStoreOptions'],
+    values: ['DEFAULT_MAX_API_KEY_RECORDS','DEFAULT_MAX_CATEGORIES','DEFAULT_MAX_IDEMPOTENCY_KEYS','DEFAULT_MAX_KEYS','memoryApiKeyRecordStore','memoryCategoryStore','memoryRateLimitStore'],
+    types: ['MemoryApiKeyRecordStore','MemoryApiKeyRecordStoreOptions','MemoryCategoryStore','MemoryCategoryStoreOptions','MemoryRateLimitStore','MemoryRateLimitStoreOptions'],
   },
   '@petstore/storage-redis': {
     values: ['CONSUME_COMMAND','CREATE_CATEGORY_COMMAND','DEFAULT_CALL_TIMEOUT_MS','DEFAULT_KEY_PREFIX','RedisTimeoutError','categoryRedisKeys','rateLimitRedisKey','redisCategoryStore','redisRateLimitStore'],
