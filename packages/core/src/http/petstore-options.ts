@@ -56,7 +56,9 @@ export interface PetstoreRateLimitOptions extends Omit<RateLimiterOptions, 'cloc
    * a string (a client address your infrastructure vouches for, a session id …) or `undefined`. Default:
    * the client address the framework reports (`request.clientAddress`), IPv6 grouped by `ipv6Subnet`. An
    * `undefined` answer, like a missing or unparseable address, puts the caller in one shared `unknown`
-   * counter and is warned about once (`PETSTORE_NO_CLIENT_ADDRESS`).
+   * counter and is warned about once (`PETSTORE_NO_CLIENT_ADDRESS`). While some caller is refused by the
+   * anonymous limits, it is also called for requests that present a key, to tell whether their caller is the
+   * refused one (its keys are then looked up in memory only; see docs/keys.md, "Under attack").
    * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#anonymous-callers
    */
   anonymousKey?: (request: AnonymousRequest) => string | undefined;
@@ -64,8 +66,14 @@ export interface PetstoreRateLimitOptions extends Omit<RateLimiterOptions, 'cloc
 
 /** Options of `createPetstore`. */
 export interface PetstoreOptions {
-  /** Resolves API keys to principals. */
-  apiKeys: ApiKeyStore;
+  /**
+   * Resolves API keys to principals: one store, or several asked in order (e.g. `[managedApiKeys({ store }),
+   * staticApiKeys(demoKeys)]`). For a presented key, each store whose `acceptsKey` is absent or answers true is
+   * asked in turn; the first principal wins, and a key no store accepts is refused without being hashed.
+   * `petstore.rateLimits` finds a `keyId` the same way, through the stores' `findByKeyId`.
+   * @see https://github.com/petstore/petstore-categories/blob/main/docs/keys.md
+   */
+  apiKeys: ApiKeyStore | readonly ApiKeyStore[];
   /** Where categories live. */
   categories: CategoryStore;
   /** Rate limiting: the store(s), and optionally plans, anonymous limits, bans, failure policy. */
@@ -121,7 +129,8 @@ export interface PetstoreOptions {
 
 /** The options with every default filled in: what the parts of the pipeline are made from. */
 export interface ResolvedOptions {
-  apiKeys: ApiKeyStore;
+  /** The API-key stores, in the order they are asked (one or more). */
+  apiKeys: readonly ApiKeyStore[];
   categories: CategoryStore;
   rateLimit: PetstoreRateLimitOptions;
   /** Units per operation and for the guard, every name present (default 1). */
@@ -171,7 +180,7 @@ export function resolveOptions(options: PetstoreOptions): ResolvedOptions {
   const openapi = buildOpenApiDocument(options.openapi ?? {}, { deprecations, stability, costs });
   const report = options.onInternalError ?? ((error: unknown) => console.error('[petstore] internal error:', error));
   return {
-    apiKeys: options.apiKeys,
+    apiKeys: Array.isArray(options.apiKeys) ? Object.freeze([...(options.apiKeys as readonly ApiKeyStore[])]) : [options.apiKeys as ApiKeyStore],
     categories: options.categories,
     rateLimit: options.rateLimit,
     costs,
