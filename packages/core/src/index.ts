@@ -32,6 +32,7 @@ export {
   type FindPrincipalContext,
   type StaticApiKey,
 } from './auth/api-key.js';
+export { DEFAULT_MANAGED_KEY_PREFIX, isWellFormedManagedKey, managedKeyPattern } from './auth/managed-key-format.js';
 export type { ApiKeyRecord, ApiKeyRecordChange, ApiKeyRecordStore, ApiKeyRecordWatcher } from './auth/api-key-records.js';
 export { MAX_API_KEY_LENGTH } from './auth/bearer.js';
 export type {
