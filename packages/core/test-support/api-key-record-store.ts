@@ -25,6 +25,7 @@ export interface ApiKeyRecordStoreFaults {
 export interface TestApiKeyRecordStore extends ApiKeyRecordStore {
   /** Calls of `findByDigest` so far. */
   readonly digestLookups: number;
+  watch(listener: ApiKeyRecordWatcher): Promise<{ close(): Promise<void> }>;
 }
 
 const hex = (digest: Uint8Array) => Buffer.from(digest).toString('hex');
