@@ -23,7 +23,17 @@ export {
   type NewCategoryParseResult,
 } from './schemas.js';
 export { PLAN_NAMES, isPlanName, type PlanLimits, type PlanName, type Principal } from './auth/principal.js';
-export { API_KEY_HASH_BYTES, apiKeyHashesEqual, hashApiKey, staticApiKeys, type ApiKeyStore, type StaticApiKey } from './auth/api-key.js';
+export {
+  API_KEY_HASH_BYTES,
+  apiKeyHashesEqual,
+  hashApiKey,
+  staticApiKeys,
+  type ApiKeyStore,
+  type FindPrincipalContext,
+  type StaticApiKey,
+} from './auth/api-key.js';
+export { DEFAULT_MANAGED_KEY_PREFIX, isWellFormedManagedKey, managedKeyPattern } from './auth/managed-key-format.js';
+export type { ApiKeyRecord, ApiKeyRecordChange, ApiKeyRecordStore, ApiKeyRecordWatcher } from './auth/api-key-records.js';
 export { MAX_API_KEY_LENGTH } from './auth/bearer.js';
 export type {
   BanPolicy,

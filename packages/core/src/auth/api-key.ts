@@ -46,18 +46,37 @@ export function apiKeyHashesEqual(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 /**
- * Resolves an API key to the {@link Principal} it belongs to. Implement it over your own key database.
+ * What the pipeline tells {@link ApiKeyStore.findPrincipal} about one lookup.
+ *
+ * - `cachedOnly`: answer from memory only. A store with an in-process cache answers a cached key as usual and
+ *   treats a miss as unknown (`undefined`) without asking its backend; a store without a cache ignores it. The
+ *   pipeline sets it while the caller's address is refused by the anonymous rate limit, so that a flood of
+ *   well-formed unknown keys from one address stops reaching the backend.
+ */
+export interface FindPrincipalContext {
+  cachedOnly?: boolean;
+}
+
+/**
+ * Resolves an API key to the {@link Principal} it belongs to. Implement it over your own key database, or use
+ * {@link staticApiKeys} (a fixed list) or `managedApiKeys` (keys issued, rotated and revoked at run time).
  *
  * `findPrincipal` receives the SHA-256 digest of the presented key (32 bytes), never the key itself, and
- * answers (a promise of) `undefined` for an unknown key. A rejection (or a thrown error) becomes a 500
- * `internal_error` answer.
+ * answers (a promise of) `undefined` for an unknown key. A rejection with a `PetstoreError` answers with its
+ * code (e.g. 503 `service_unavailable` with `Retry-After`); any other rejection (or a thrown error) becomes a
+ * 500 `internal_error` answer.
+ *
+ * `acceptsKey` (optional) is a cheap, synchronous check of the key's format, run before the key is hashed:
+ * `false` means the key cannot be one of this store's, and the store is not asked. When every store of the
+ * petstore answers `false`, the key is refused (401) without any hashing or lookup.
  *
  * `findByKeyId` (optional) answers the principal of a key by its `keyId`, or `undefined`: it lets an operator
  * read or reset a key's limits by `keyId` (`petstore.rateLimits.peek({ keyId })`); without it, pass the
  * `{ accountId }` instead. Never called while serving a request.
  */
 export interface ApiKeyStore {
-  findPrincipal(apiKeyHash: Uint8Array): Promise<Principal | undefined>;
+  findPrincipal(apiKeyHash: Uint8Array, context?: FindPrincipalContext): Promise<Principal | undefined>;
+  acceptsKey?(apiKey: string): boolean;
   findByKeyId?(keyId: string): Promise<Principal | undefined>;
 }
 
