@@ -3,7 +3,7 @@ import { packageBuild } from '../../tsup.config.base';
 
 const { version } = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
 
-// `bin` is the `petstore` command (a hashbang, made executable by tsup); its declarations are not needed: the
+// `bin` is the `petstore` command (run by bin/petstore.js); its declarations are not needed: the
 // package's types are those of `index`. `--version` prints the version of package.json.
 export default packageBuild(
   { index: 'src/index.ts', bin: 'src/bin.ts' },

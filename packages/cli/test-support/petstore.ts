@@ -1,11 +1,11 @@
 /**
- * Runs the built command, `node dist/bin.js <args>`, as an operator's shell would: its own process, the
+ * Runs the built command, `node bin/petstore.js <args>` (which runs dist/bin.js), as an operator's shell would: its own process, the
  * environment given (and none of the test run's PETSTORE_* variables), stdout and stderr apart.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
+const BIN = fileURLToPath(new URL('../bin/petstore.js', import.meta.url));
 
 /** How a run of the command ended. */
 export interface CommandRun {
