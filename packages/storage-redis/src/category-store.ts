@@ -7,7 +7,7 @@ import {
   type NewCategory,
 } from '@petstore/core';
 import type { Cluster, Redis } from 'ioredis';
-import { assertCallTimeoutMs, assertKeyPrefix, createDeadline, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_KEY_PREFIX, storeFailure } from './redis-call.js';
+import { assertCallTimeoutMs, assertKeyPrefix, createDeadline, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_KEY_PREFIX, storeFailure, tagKeysShareSlot } from './redis-call.js';
 
 /** Name under which the create script is defined on the client (`client.defineCommand`). */
 export const CREATE_CATEGORY_COMMAND = 'petstoreCategoryCreate';
@@ -109,17 +109,6 @@ export function categoryRedisKeys(keyPrefix: string = DEFAULT_KEY_PREFIX): {
   return { records, lastId: `${records}:last-id`, idempotency: (key: string) => `${idempotencyPrefix}${key}` };
 }
 
-/**
- * True when the keys of {@link categoryRedisKeys} under this full prefix (client-level ioredis prefix +
- * store prefix) fall in one hash slot. Redis hashes only what is between the key's first `{` and the first
- * `}` after it, unless that is empty; all keys share everything up to the `}` of `{categories}`, so they
- * differ in slot only when the first `{` of the prefix is directly followed by `}`.
- */
-function categoryKeysShareSlot(fullPrefix: string): boolean {
-  const open = fullPrefix.indexOf('{');
-  return open === -1 || fullPrefix[open + 1] !== '}';
-}
-
 type CreateReply = [status: 0 | 1 | 2, value: number | string];
 type CreateCommand = (records: string, lastId: string, json: string, maxCategories: string) => Promise<CreateReply>;
 type CreateIdempotentReply = CreateReply | [status: 3, record: string];
@@ -183,7 +172,7 @@ export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCat
   if (maxCategories !== undefined && (!Number.isSafeInteger(maxCategories) || maxCategories < 1)) {
     throw new TypeError(`maxCategories must be a whole number >= 1, got ${String(maxCategories)}`);
   }
-  if (client.isCluster && !categoryKeysShareSlot(`${client.options.keyPrefix ?? ''}${keyPrefix}`)) {
+  if (client.isCluster && !tagKeysShareSlot(`${client.options.keyPrefix ?? ''}${keyPrefix}`)) {
     throw new TypeError(
       `keyPrefix ${JSON.stringify(keyPrefix)} (after the client's ioredis keyPrefix) starts an empty hash tag "{}": ` +
         'on a Redis Cluster the category keys would land in different slots',

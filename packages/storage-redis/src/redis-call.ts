@@ -40,6 +40,17 @@ export function assertKeyPrefix(keyPrefix: string): void {
   if (typeof keyPrefix !== 'string') throw new TypeError(`keyPrefix must be a string, got ${typeof keyPrefix}`);
 }
 
+/**
+ * True when keys built as `${fullPrefix}{tag}…` (the full prefix: client-level ioredis `keyPrefix`, then the
+ * store's `keyPrefix`) fall in one Redis Cluster hash slot. Redis hashes only what is between the key's first
+ * `{` and the first `}` after it, unless that is empty; all such keys share everything up to the `}` of the
+ * store's `{tag}`, so they differ in slot only when the first `{` of the prefix is directly followed by `}`.
+ */
+export function tagKeysShareSlot(fullPrefix: string): boolean {
+  const open = fullPrefix.indexOf('{');
+  return open === -1 || fullPrefix[open + 1] !== '}';
+}
+
 /** Runs one Redis call under the deadline of {@link createDeadline}. */
 export type WithDeadline = <T>(call: Promise<T>) => Promise<T>;
 
