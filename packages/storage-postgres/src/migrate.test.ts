@@ -2,13 +2,25 @@
  * The migrations: a version table, idempotent runs, concurrent instances, custom names, and the SQL for teams
  * with their own migration tool.
  */
+import { hashApiKey, type ApiKeyRecord } from '@petstore/core';
 import pg from 'pg';
 import { describe, expect, it, vi } from 'vitest';
 import { postgresCategoryStore } from './category-store.js';
 import { postgresRateLimitStore } from './rate-limit-store.js';
 import { migratePostgres } from './migrate.js';
-import { postgresMigrations } from './migrations.js';
+import { postgresMigrations, type PostgresMigration } from './migrations.js';
+import { postgresApiKeyRecordStore } from './api-key-record-store.js';
 import { connectPool, skipPostgres, uniqueSchema } from '../test-support/postgres.js';
+
+/** A minimal API-key record with the digest of `key-<keyId>`. */
+const apiKeyRecord = (keyId: string): ApiKeyRecord => ({
+  keyId,
+  accountId: 'acct',
+  plan: 'free',
+  createdAtMs: 0,
+  updatedAtMs: 0,
+  digest: new Uint8Array(hashApiKey(`key-${keyId}`)),
+});
 
 describe.skipIf(skipPostgres)('migratePostgres', () => {
   it('creates the schema, the tables and the version table; a second run applies nothing', async () => {
@@ -20,12 +32,14 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'petstore_rate_limits@1',
       'petstore_categories@2',
       'petstore_rate_limits@2',
+      'petstore_api_keys@1',
     ]);
     expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
     const { rows } = await pool.query<{ table_name: string; version: number }>(
       `SELECT table_name, version FROM "${schema}".petstore_migrations ORDER BY table_name, version`,
     );
     expect(rows).toEqual([
+      { table_name: 'petstore_api_keys', version: 1 },
       { table_name: 'petstore_categories', version: 1 },
       { table_name: 'petstore_categories', version: 2 },
       { table_name: 'petstore_rate_limits', version: 1 },
@@ -40,14 +54,14 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
   it('applies each migration once when several instances start at the same moment', async () => {
     const schema = uniqueSchema('race');
     const reports = await Promise.all([connectPool(), connectPool(), connectPool()].map((pool) => migratePostgres({ pool, schema })));
-    expect(reports.flatMap((report) => report.applied)).toHaveLength(4);
+    expect(reports.flatMap((report) => report.applied)).toHaveLength(5);
   });
 
   it('keeps stores with their own table names apart in one schema, each with its own versions', async () => {
     const pool = connectPool();
     const schema = uniqueSchema('names');
-    await migratePostgres({ pool, schema, categoriesTable: 'Shop_A_categories', rateLimitsTable: 'shop_a_limits' });
-    await migratePostgres({ pool, schema, categoriesTable: 'shop_b_categories', rateLimitsTable: 'shop_b_limits' });
+    await migratePostgres({ pool, schema, categoriesTable: 'Shop_A_categories', rateLimitsTable: 'shop_a_limits', apiKeysTable: 'Shop_A_keys' });
+    await migratePostgres({ pool, schema, categoriesTable: 'shop_b_categories', rateLimitsTable: 'shop_b_limits', apiKeysTable: 'shop_b_keys' });
     const a = postgresCategoryStore({ pool, schema, categoriesTable: 'Shop_A_categories' });
     const b = postgresCategoryStore({ pool, schema, categoriesTable: 'shop_b_categories' });
     await a.create({ name: 'only in A' });
@@ -59,27 +73,34 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     expect(rows.map((row: { table_name: string; version: number }) => `${row.table_name}@${row.version}`)).toEqual([
       'Shop_A_categories@1',
       'Shop_A_categories@2',
+      'Shop_A_keys@1',
       'shop_a_limits@1',
       'shop_a_limits@2',
       'shop_b_categories@1',
       'shop_b_categories@2',
+      'shop_b_keys@1',
       'shop_b_limits@1',
       'shop_b_limits@2',
     ]);
     const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
     expect(await a.createIdempotent({ name: 'keyed in A' }, request)).toMatchObject({ outcome: 'created' });
     expect(await b.createIdempotent({ name: 'keyed in B' }, request)).toMatchObject({ outcome: 'created' }); // its own records
+    const keysA = postgresApiKeyRecordStore({ pool, schema, apiKeysTable: 'Shop_A_keys' });
+    const keysB = postgresApiKeyRecordStore({ pool, schema, apiKeysTable: 'shop_b_keys' });
+    await keysA.create(apiKeyRecord('key_a'));
+    expect(await keysB.findByKeyId('key_a')).toBeUndefined();
+    await keysB.create(apiKeyRecord('key_a')); // the same key id and digest: another table
   });
 
   it('applies both versions 2 to a schema at version 1, keeping its categories and ids', async () => {
     const pool = connectPool();
     const schema = uniqueSchema('v1');
-    // A schema as the previous release left it: version 1 of both tables, recorded.
+    // A schema as an earlier release left it: version 1 of both tables, recorded.
     await pool.query(`CREATE SCHEMA "${schema}"`);
     await pool.query(`CREATE TABLE "${schema}".petstore_migrations (
   table_name text NOT NULL, version integer NOT NULL, description text NOT NULL,
   applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (table_name, version))`);
-    for (const migration of postgresMigrations({ schema }).filter((step) => step.version === 1)) {
+    for (const migration of postgresMigrations({ schema }).filter((step) => step.version === 1 && step.table !== 'petstore_api_keys')) {
       await pool.query(migration.sql);
       await pool.query(`INSERT INTO "${schema}".petstore_migrations (table_name, version, description) VALUES ($1, $2, $3)`, [
         migration.table,
@@ -98,6 +119,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     expect(report.applied).toEqual([
       { table: 'petstore_categories', version: 2, description: 'idempotency records of creates and the idempotent create function' },
       { table: 'petstore_rate_limits', version: 2, description: 'rate-limit records v2: costs, window limits and lengths, bans per ban subject' },
+      { table: 'petstore_api_keys', version: 1, description: 'API-key records: digests, account, plan, rotation and revocation' },
     ]);
     expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'created', category: { id: 2, name: 'Cats' } });
     expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'replayed', category: { id: 2, name: 'Cats' } });
@@ -117,7 +139,8 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     await pool.query(`CREATE TABLE "${schema}".petstore_migrations (
   table_name text NOT NULL, version integer NOT NULL, description text NOT NULL,
   applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (table_name, version))`);
-    for (const migration of postgresMigrations({ schema }).filter((step) => !(step.table === 'petstore_rate_limits' && step.version === 2))) {
+    const previousRelease = (step: PostgresMigration) => step.table !== 'petstore_api_keys' && !(step.table === 'petstore_rate_limits' && step.version === 2);
+    for (const migration of postgresMigrations({ schema }).filter(previousRelease)) {
       await pool.query(migration.sql);
       await pool.query(`INSERT INTO "${schema}".petstore_migrations (table_name, version, description) VALUES ($1, $2, $3)`, [
         migration.table,
@@ -140,7 +163,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     for (let i = 0; i < 5; i++) await v1('key:k1', T + i, 100, 3);
 
     const report = await migratePostgres({ pool, schema });
-    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_rate_limits@2']);
+    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_rate_limits@2', 'petstore_api_keys@1']);
     const columns = await pool.query<{ column_name: string; data_type: string }>(
       `SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'petstore_rate_limits' ORDER BY column_name`,
       [schema],
@@ -197,15 +220,55 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
   });
 
+  it('adds the API-key table to a schema of the previous release: digests unique, previous digests unique where set', async () => {
+    const pool = connectPool();
+    const schema = uniqueSchema('keys1');
+    await pool.query(`CREATE SCHEMA "${schema}"`);
+    await pool.query(`CREATE TABLE "${schema}".petstore_migrations (
+  table_name text NOT NULL, version integer NOT NULL, description text NOT NULL,
+  applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (table_name, version))`);
+    for (const migration of postgresMigrations({ schema }).filter((step) => step.table !== 'petstore_api_keys')) {
+      await pool.query(migration.sql);
+      await pool.query(`INSERT INTO "${schema}".petstore_migrations (table_name, version, description) VALUES ($1, $2, $3)`, [
+        migration.table,
+        migration.version,
+        migration.description,
+      ]);
+    }
+    const report = await migratePostgres({ pool, schema });
+    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_api_keys@1']);
+    const indexes = await pool.query<{ indexname: string; indexdef: string }>(
+      `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = 'petstore_api_keys' ORDER BY indexname`,
+      [schema],
+    );
+    expect(indexes.rows.map((row) => row.indexdef.replace(`"${schema}".`, '').replace(`${schema}.`, ''))).toEqual([
+      'CREATE INDEX petstore_api_keys_account ON petstore_api_keys USING btree (account_id, key_id)',
+      'CREATE UNIQUE INDEX petstore_api_keys_digest ON petstore_api_keys USING btree (digest)',
+      'CREATE UNIQUE INDEX petstore_api_keys_pkey ON petstore_api_keys USING btree (key_id)',
+      'CREATE UNIQUE INDEX petstore_api_keys_previous_digest ON petstore_api_keys USING btree (previous_digest) WHERE (previous_digest IS NOT NULL)',
+    ]);
+    // Two records may both have no previous digest; two may not share one (the store refuses it as a duplicate).
+    const store = postgresApiKeyRecordStore({ pool, schema });
+    await store.create(apiKeyRecord('key_1'));
+    await store.create(apiKeyRecord('key_2'));
+    const previous = { previousDigest: new Uint8Array(32), previousValidUntilMs: 1 };
+    await store.create({ ...apiKeyRecord('key_3'), ...previous });
+    await expect(store.create({ ...apiKeyRecord('key_4'), ...previous })).rejects.toMatchObject({ code: 'internal_error' });
+    expect((await store.list()).records.map((record) => record.keyId)).toEqual(['key_1', 'key_2', 'key_3']);
+    expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
+  });
+
   it('takes the longest names whose derived identifiers fit in 63 bytes, untruncated, and refuses one character more', async () => {
     const pool = connectPool();
     const schema = `s${uniqueSchema('long')}`.padEnd(63, 'x');
     const categoriesTable = 'c'.repeat(45);
     const rateLimitsTable = 'r'.repeat(49);
+    const apiKeysTable = 'k'.repeat(47);
     expect(() => postgresMigrations({ schema: `${schema}x` })).toThrow(/schema must be 1-63/);
     expect(() => postgresMigrations({ categoriesTable: `${categoriesTable}c` })).toThrow(/categoriesTable must be 1-45/);
     expect(() => postgresMigrations({ rateLimitsTable: `${rateLimitsTable}r` })).toThrow(/rateLimitsTable must be 1-49/);
-    await migratePostgres({ pool, schema, categoriesTable, rateLimitsTable });
+    expect(() => postgresMigrations({ apiKeysTable: `${apiKeysTable}k` })).toThrow(/apiKeysTable must be 1-47/);
+    await migratePostgres({ pool, schema, categoriesTable, rateLimitsTable, apiKeysTable });
     const { rows } = await pool.query<{ name: string }>(
       `SELECT c.relname AS name FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = $1
        UNION ALL SELECT p.proname FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = $1`,
@@ -220,11 +283,23 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
         rateLimitsTable,
         `${rateLimitsTable}_expires_at_ms`,
         `${rateLimitsTable}_consume`,
+        apiKeysTable,
+        `${apiKeysTable}_digest`,
+        `${apiKeysTable}_previous_digest`,
+        `${apiKeysTable}_account`,
       ]),
     );
     const store = postgresCategoryStore({ pool, schema, categoriesTable });
     const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
     expect(await store.createIdempotent({ name: 'long' }, request)).toEqual({ outcome: 'created', category: { id: 1, name: 'long' } });
+    // The longest names give a notification channel of 63 bytes, which LISTEN and pg_notify take untruncated.
+    const keys = postgresApiKeyRecordStore({ pool, schema, apiKeysTable });
+    let told: (digests: Uint8Array[]) => void = () => undefined;
+    const delivered = new Promise<Uint8Array[]>((resolve) => (told = resolve));
+    await keys.watch({ onChange: (digests) => told(digests), onReconnect: () => undefined });
+    await keys.create(apiKeyRecord('key_long'));
+    expect(await delivered).toEqual([apiKeyRecord('key_long').digest]);
+    await keys.close();
   });
 
   it('gives SQL that a migration tool can run by hand, twice', async () => {
@@ -236,6 +311,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     expect((await store.create({ name: 'by hand' })).id).toBe(1);
     const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
     expect(await store.createIdempotent({ name: 'keyed' }, request)).toEqual({ outcome: 'created', category: { id: 2, name: 'keyed' } });
+    await postgresApiKeyRecordStore({ pool, schema }).create(apiKeyRecord('key_hand'));
     const limits = postgresRateLimitStore({ pool, schema, time: 'request' });
     const windows = [{ name: 'minute', limit: 5, windowMs: 60_000 }];
     expect(await limits.consume('account:a', { windows, nowMs: 0, cost: 3, ban: undefined, banSubject: 'k1' })).toMatchObject({ allowed: true });
@@ -248,14 +324,15 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
 
   it('takes one names object for the runner and both stores', async () => {
     const pool = connectPool();
-    const names = { schema: uniqueSchema('shared'), categoriesTable: 'shop_categories', rateLimitsTable: 'shop_limits' };
+    const names = { schema: uniqueSchema('shared'), categoriesTable: 'shop_categories', rateLimitsTable: 'shop_limits', apiKeysTable: 'shop_keys' };
     await migratePostgres({ pool, ...names });
     const categories = postgresCategoryStore({ pool, ...names });
     const limits = postgresRateLimitStore({ pool, ...names, time: 'request' });
+    await postgresApiKeyRecordStore({ pool, ...names }).create(apiKeyRecord('key_shared'));
     await categories.create({ name: 'Dogs' });
     await limits.consume('key:k', { windows: [{ name: 'minute', limit: 1, windowMs: 60_000 }], nowMs: 0, ban: undefined, cost: 1, banSubject: '' });
     const count = async (table: string) => (await pool.query<{ n: string }>(`SELECT count(*)::text AS n FROM "${names.schema}".${table}`)).rows[0]?.n;
-    expect([await count('shop_categories'), await count('shop_limits')]).toEqual(['1', '1']);
+    expect([await count('shop_categories'), await count('shop_limits'), await count('shop_keys')]).toEqual(['1', '1', '1']);
   });
 
   it('names the option that holds a bad name, before sending anything', async () => {
@@ -264,6 +341,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     await expect(migratePostgres({ pool, schema: 'a"b' })).rejects.toThrow(/^schema must be 1-63 /);
     await expect(migratePostgres({ pool, categoriesTable: 'shop-categories' })).rejects.toThrow(/^categoriesTable must be 1-45 .*"shop-categories"/);
     await expect(migratePostgres({ pool, rateLimitsTable: 'r'.repeat(50) })).rejects.toThrow(/^rateLimitsTable must be 1-49 /);
+    await expect(migratePostgres({ pool, apiKeysTable: 'api keys' })).rejects.toThrow(/^apiKeysTable must be 1-47 /);
     expect(connect).not.toHaveBeenCalled();
   });
 

@@ -31,7 +31,7 @@ const ADVISORY_LOCK_NAME = 'petstore_migrations';
  * Call it at start-up, before serving (the host decides when; the stores never change the schema).
  *
  * @throws TypeError when `pool` is not a pool, or naming the option (`schema`, `categoriesTable`,
- *   `rateLimitsTable`) that holds a bad name; nothing is sent then. The database's error (nothing applied) when a
+ *   `rateLimitsTable`, `apiKeysTable`) that holds a bad name; nothing is sent then. The database's error (nothing applied) when a
  *   statement fails, e.g. for lack of the CREATE privilege.
  */
 export async function migratePostgres(options: MigratePostgresOptions): Promise<MigrationReport> {

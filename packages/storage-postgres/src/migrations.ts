@@ -3,7 +3,15 @@
  * names of {@link PostgresSchemaOptions}. `migratePostgres` (migrate.ts) runs them; teams with their own migration
  * tool take them from {@link postgresMigrations}.
  */
-import { categoriesNames, rateLimitsNames, type CategoriesNames, type PostgresSchemaOptions, type RateLimitsNames } from './names.js';
+import {
+  apiKeysNames,
+  categoriesNames,
+  rateLimitsNames,
+  type ApiKeysNames,
+  type CategoriesNames,
+  type PostgresSchemaOptions,
+  type RateLimitsNames,
+} from './names.js';
 
 /** One step of the schema, recorded in the migrations table as (`table`, `version`) once applied. */
 export interface PostgresMigration {
@@ -17,7 +25,7 @@ export interface PostgresMigration {
 }
 
 /**
- * The migrations of both stores for these names, in order. {@link migratePostgres} runs them; teams with their
+ * The migrations of the stores for these names, in order. {@link migratePostgres} runs them; teams with their
  * own migration tool can run `sql` of each instead (each is idempotent), and record them their own way.
  *
  * Version 1 of the categories table: `id bigint GENERATED ALWAYS AS IDENTITY (MAXVALUE 2^53 − 1) PRIMARY KEY,
@@ -48,11 +56,22 @@ export interface PostgresMigration {
  * rejections as the entry of the ban subject `''`; its window counts are dropped (their limit and length were not
  * kept).
  *
- * @throws TypeError naming the option (`schema`, `categoriesTable` or `rateLimitsTable`) that holds a bad name.
+ * Version 1 of the API-key table (after all the above): one row per managed key's record (see
+ * {@link postgresApiKeyRecordStore}), `key_id text COLLATE "C" PRIMARY KEY`, `account_id text COLLATE "C" NOT NULL`,
+ * `plan text NOT NULL`, the key's own limits `requests_per_minute bigint` and `requests_per_day bigint` (both NULL
+ * or both set), `name text`, `created_at_ms bigint NOT NULL`, `updated_at_ms bigint NOT NULL`, `expires_at_ms
+ * bigint`, `revoked_at_ms bigint`, `digest bytea NOT NULL` (unique: constraint `<table>_digest`), `previous_digest
+ * bytea` (unique where set: index `<table>_previous_digest`) and `previous_valid_until_ms bigint` (both NULL or
+ * both set); times in Unix epoch ms; and the index `<table>_account` on `(account_id, key_id)` for the listing of
+ * an account's keys.
+ *
+ * @throws TypeError naming the option (`schema`, `categoriesTable`, `rateLimitsTable` or `apiKeysTable`) that holds
+ *   a bad name.
  */
 export function postgresMigrations(options: PostgresSchemaOptions = {}): PostgresMigration[] {
   const categories = categoriesNames(options);
   const rateLimits = rateLimitsNames(options);
+  const apiKeys = apiKeysNames(options);
   return [
     {
       table: categories.table,
@@ -103,7 +122,40 @@ ${createIdempotentFunctionSql(categories)}`,
 DROP FUNCTION IF EXISTS ${rateLimits.consumeFunction}(text, text[], bigint[], bigint[], integer, bigint, bigint, bigint);
 ${consumeFunctionSql(rateLimits)}`,
     },
+    {
+      table: apiKeys.table,
+      version: 1,
+      description: 'API-key records: digests, account, plan, rotation and revocation',
+      sql: apiKeysTableSql(apiKeys),
+    },
   ];
+}
+
+/**
+ * The API-key table of version 1. `key_id` and `account_id` compare byte by byte (`COLLATE "C"`): listings come in
+ * the order JavaScript compares key ids (ASCII), whatever the database's collation, and equality is exact.
+ */
+function apiKeysTableSql(names: ApiKeysNames): string {
+  return `CREATE TABLE IF NOT EXISTS ${names.apiKeys} (
+  key_id text COLLATE "C" PRIMARY KEY,
+  account_id text COLLATE "C" NOT NULL,
+  plan text NOT NULL,
+  requests_per_minute bigint,
+  requests_per_day bigint,
+  name text,
+  created_at_ms bigint NOT NULL,
+  updated_at_ms bigint NOT NULL,
+  expires_at_ms bigint,
+  revoked_at_ms bigint,
+  digest bytea NOT NULL,
+  previous_digest bytea,
+  previous_valid_until_ms bigint,
+  CONSTRAINT ${names.digestConstraint} UNIQUE (digest),
+  CHECK ((requests_per_minute IS NULL) = (requests_per_day IS NULL)),
+  CHECK ((previous_digest IS NULL) = (previous_valid_until_ms IS NULL))
+);
+CREATE UNIQUE INDEX IF NOT EXISTS ${names.previousDigestIndex} ON ${names.apiKeys} (previous_digest) WHERE previous_digest IS NOT NULL;
+CREATE INDEX IF NOT EXISTS ${names.accountIndex} ON ${names.apiKeys} (account_id, key_id)`;
 }
 
 /**

@@ -1,7 +1,9 @@
 /**
- * Where the stores keep their data: the one naming scheme of `migratePostgres`, `postgresCategoryStore` and
- * `postgresRateLimitStore` (options `schema`, `categoriesTable`, `rateLimitsTable`), checked and quoted.
+ * Where the stores keep their data: the one naming scheme of `migratePostgres`, `postgresCategoryStore`,
+ * `postgresRateLimitStore` and `postgresApiKeyRecordStore` (options `schema`, `categoriesTable`, `rateLimitsTable`,
+ * `apiKeysTable`), checked and quoted.
  */
+import { hash } from 'node:crypto';
 
 /** Default of the `schema` option of the stores and of `migratePostgres`. */
 export const DEFAULT_SCHEMA = 'public';
@@ -9,6 +11,8 @@ export const DEFAULT_SCHEMA = 'public';
 export const DEFAULT_CATEGORIES_TABLE = 'petstore_categories';
 /** Default of the `rateLimitsTable` option of {@link postgresRateLimitStore} and `migratePostgres`. */
 export const DEFAULT_RATE_LIMITS_TABLE = 'petstore_rate_limits';
+/** Default of the `apiKeysTable` option of {@link postgresApiKeyRecordStore} and `migratePostgres`. */
+export const DEFAULT_API_KEYS_TABLE = 'petstore_api_keys';
 /** The table that records which migrations ran, in the same schema (not configurable). */
 export const MIGRATIONS_TABLE = 'petstore_migrations';
 
@@ -23,6 +27,13 @@ const IDEMPOTENCY_INDEX_SUFFIX = '_idempotency_exp';
 /** Suffix of the idempotent create function's name: `<categoriesTable>_create_idempotent`. */
 const CREATE_IDEMPOTENT_FUNCTION_SUFFIX = '_create_idempotent';
 
+/** Suffix of the API-key table's unique constraint on `digest`: `<apiKeysTable>_digest`. */
+const API_KEYS_DIGEST_SUFFIX = '_digest';
+/** Suffix of its unique partial index on `previous_digest`: `<apiKeysTable>_previous_digest`. */
+const API_KEYS_PREVIOUS_DIGEST_SUFFIX = '_previous_digest';
+/** Suffix of its index on `(account_id, key_id)`: `<apiKeysTable>_account`. */
+const API_KEYS_ACCOUNT_SUFFIX = '_account';
+
 /** Names the stores use: letters, digits and `_`, not starting with a digit. */
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** PostgreSQL's longest identifier, in bytes; it truncates longer ones (names here are ASCII: a byte each). */
@@ -34,6 +45,15 @@ const MAX_CATEGORIES_TABLE_NAME_LENGTH =
   MAX_IDENTIFIER_BYTES - Math.max(IDEMPOTENCY_TABLE_SUFFIX.length, IDEMPOTENCY_INDEX_SUFFIX.length, CREATE_IDEMPOTENT_FUNCTION_SUFFIX.length);
 /** The longest rate-limit table name: 49, so that `<table>_expires_at_ms` (14 more) stays within 63. */
 const MAX_RATE_LIMITS_TABLE_NAME_LENGTH = MAX_IDENTIFIER_BYTES - Math.max(CONSUME_FUNCTION_SUFFIX.length, RATE_LIMIT_INDEX_SUFFIX.length);
+
+/**
+ * The longest API-key table name: 47, so that `<table>_previous_digest` (16 more) stays within 63. (The names
+ * PostgreSQL derives itself, such as `<table>_pkey`, it shortens itself.)
+ */
+const MAX_API_KEYS_TABLE_NAME_LENGTH =
+  MAX_IDENTIFIER_BYTES - Math.max(API_KEYS_DIGEST_SUFFIX.length, API_KEYS_PREVIOUS_DIGEST_SUFFIX.length, API_KEYS_ACCOUNT_SUFFIX.length);
+/** Of a notification channel name that would be too long: the characters kept before `_<hash>`. */
+const CHANNEL_HASH_HEX_LENGTH = 16;
 
 /**
  * Checks a schema or table name and answers it double-quoted for SQL (case is kept: `Pets` is `"Pets"`).
@@ -50,11 +70,11 @@ function quotedName(name: string, option: string, maxLength: number): string {
 }
 
 /**
- * Options naming the schema and tables, shared by `migratePostgres` and both stores (each store takes the names
+ * Options naming the schema and tables, shared by `migratePostgres` and the stores (each store takes the names
  * it uses). Every name is letters, digits and `_`, not starting with a digit: a schema up to 63 characters, a
- * categories table up to 45 and a rate-limit table up to 49 (the names derived from a table add up to 18 and 14
- * characters, and PostgreSQL truncates identifiers past 63 bytes). A bad name is refused with a `TypeError` that
- * names the option.
+ * categories table up to 45, a rate-limit table up to 49 and an API-key table up to 47 (the names derived from a
+ * table add up to 18, 14 and 16 characters, and PostgreSQL truncates identifiers past 63 bytes). A bad name is
+ * refused with a `TypeError` that names the option.
  */
 export interface PostgresSchemaOptions {
   /** The schema holding the tables (and the migrations table). Default `public` ({@link DEFAULT_SCHEMA}). */
@@ -69,6 +89,12 @@ export interface PostgresSchemaOptions {
    * ({@link DEFAULT_RATE_LIMITS_TABLE}).
    */
   rateLimitsTable?: string;
+  /**
+   * The table of managed API keys' records. Its unique constraint on `digest` is `<apiKeysTable>_digest`, its
+   * indexes `<apiKeysTable>_previous_digest` and `<apiKeysTable>_account`; its changes are notified on the channel
+   * {@link postgresApiKeysChannel} names. Default `petstore_api_keys` ({@link DEFAULT_API_KEYS_TABLE}).
+   */
+  apiKeysTable?: string;
 }
 
 /** The schema, quoted. @throws TypeError naming `schema` on a bad name. */
@@ -128,4 +154,53 @@ export function rateLimitsNames(options: PostgresSchemaOptions): RateLimitsNames
 /** The migrations table of `options`' schema, qualified and quoted. @throws TypeError naming `schema`. */
 export function migrationsTableName(options: PostgresSchemaOptions): string {
   return `${schemaName(options)}."${MIGRATIONS_TABLE}"`;
+}
+
+/** The qualified, quoted names of the API-key table and what is derived from it. */
+export interface ApiKeysNames {
+  /** The table, unquoted (as recorded in the migrations table). */
+  table: string;
+  apiKeys: string;
+  /** Its unique constraint on `digest` (unqualified). */
+  digestConstraint: string;
+  /** Its unique partial index on `previous_digest` (unqualified). */
+  previousDigestIndex: string;
+  /** Its index on `(account_id, key_id)` (unqualified). */
+  accountIndex: string;
+  /** The notification channel of its changes, unquoted (a string for `pg_notify`; quote it for `LISTEN`). */
+  channel: string;
+}
+
+/** The names of the API-key table of `options`. @throws TypeError naming `schema` or `apiKeysTable`. */
+export function apiKeysNames(options: PostgresSchemaOptions): ApiKeysNames {
+  const schema = schemaName(options);
+  const table = options.apiKeysTable ?? DEFAULT_API_KEYS_TABLE;
+  return {
+    table,
+    apiKeys: `${schema}.${quotedName(table, 'apiKeysTable', MAX_API_KEYS_TABLE_NAME_LENGTH)}`,
+    digestConstraint: `"${table}${API_KEYS_DIGEST_SUFFIX}"`,
+    previousDigestIndex: `"${table}${API_KEYS_PREVIOUS_DIGEST_SUFFIX}"`,
+    accountIndex: `"${table}${API_KEYS_ACCOUNT_SUFFIX}"`,
+    channel: postgresApiKeysChannel(options),
+  };
+}
+
+/**
+ * The LISTEN/NOTIFY channel on which `postgresApiKeyRecordStore` announces the changes of an API-key table:
+ * `<schema>.<apiKeysTable>` (e.g. `public.petstore_api_keys`), so that stores of different tables in one database
+ * hear only their own. When that is longer than PostgreSQL's 63 bytes (a channel name is an identifier), its first
+ * 46 characters, `_`, and 16 hex characters of the SHA-256 of the whole name: still one channel per table. In
+ * `psql`, `LISTEN "public.petstore_api_keys";` shows the notifications (their payload: the affected digests, hex,
+ * separated by `,`).
+ *
+ * @throws TypeError naming `schema` or `apiKeysTable` when it is not a plain name.
+ */
+export function postgresApiKeysChannel(options: Pick<PostgresSchemaOptions, 'schema' | 'apiKeysTable'> = {}): string {
+  schemaName(options);
+  const table = options.apiKeysTable ?? DEFAULT_API_KEYS_TABLE;
+  quotedName(table, 'apiKeysTable', MAX_API_KEYS_TABLE_NAME_LENGTH);
+  const qualified = `${options.schema ?? DEFAULT_SCHEMA}.${table}`;
+  if (qualified.length <= MAX_IDENTIFIER_BYTES) return qualified;
+  const kept = MAX_IDENTIFIER_BYTES - 1 - CHANNEL_HASH_HEX_LENGTH;
+  return `${qualified.slice(0, kept)}_${hash('sha256', qualified, 'hex').slice(0, CHANNEL_HASH_HEX_LENGTH)}`;
 }

@@ -64,6 +64,18 @@ export function isUnavailable(error: unknown): boolean {
 }
 
 /**
+ * The error of a store call that found PostgreSQL unavailable: `service_unavailable` (503) with the `Retry-After` of
+ * the core's `DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS`, the failure as `cause`.
+ * @param store the store, named in the message (`category store`, …)
+ */
+export function storeUnavailable(store: string, cause: unknown): PetstoreError {
+  return new PetstoreError('service_unavailable', `The ${store} is unavailable; retry later.`, {
+    retryAfterSeconds: DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS,
+    cause,
+  });
+}
+
+/**
  * Runs one statement on the pool under a deadline of `callTimeoutMs` (covering the wait for a pooled connection
  * too) and turns a failure into the store's error: `service_unavailable` (503, `Retry-After` of the core's
  * `DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS`, 5) when the database is unavailable, else a plain Error (500);
@@ -86,12 +98,7 @@ export async function runStatement<Row extends QueryResultRow>(
     const result = await Promise.race([pool.query<Row>({ name: statementName(text), text, values }), expired]);
     return result.rows;
   } catch (error) {
-    if (isUnavailable(error)) {
-      throw new PetstoreError('service_unavailable', `The ${store} is unavailable; retry later.`, {
-        retryAfterSeconds: DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS,
-        cause: error,
-      });
-    }
+    if (isUnavailable(error)) throw storeUnavailable(store, error);
     if (MISSING_SCHEMA_SQLSTATES.has(sqlState(error) as string)) {
       throw new Error(`The ${store}'s table is missing: run migratePostgres() (or its SQL) first`, { cause: error });
     }
