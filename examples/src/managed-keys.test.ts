@@ -95,7 +95,8 @@ describe.skipIf('skipReason' in postgres)('examples with managed keys on PETSTOR
     const listener = new pg.Client({ connectionString: databaseUrl });
     await listener.connect();
     try {
-      await listener.query('LISTEN "public.petstore_api_keys"');
+      const { postgresApiKeysChannel } = await import('@petstore/storage-postgres');
+      await listener.query(`LISTEN "${postgresApiKeysChannel()}"`);
       const notified = new Promise<void>((resolve) => listener.once('notification', () => resolve()));
       expect(await petstore(['keys', 'revoke', keyId])).toMatchObject({ keyId, status: 'revoked' });
       await notified;

@@ -107,7 +107,7 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
       });
       categories = postgresCategoryStore({ pool, callTimeoutMs: 500 });
       store = postgresRateLimitStore({ pool, callTimeoutMs: 500 });
-      keyRecords = postgresApiKeyRecordStore({ pool });
+      keyRecords = postgresApiKeyRecordStore({ pool, callTimeoutMs: 500 });
     }
     if (config.redisUrl !== undefined) {
       const url = config.redisUrl;
@@ -130,7 +130,7 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
       });
       categories ??= redisCategoryStore({ client, callTimeoutMs: 500 });
       store = redisRateLimitStore({ client, callTimeoutMs: 500 });
-      keyRecords ??= redisApiKeyRecordStore({ redis: client });
+      keyRecords ??= redisApiKeyRecordStore({ client, callTimeoutMs: 500 });
     }
   } catch (error) {
     await close();

@@ -98,7 +98,7 @@ export async function openBackend(env: Record<string, string | undefined>, needs
       await client.connect().catch((error: unknown) => {
         throw new FailedError(`${REDIS_URL_VARIABLE}: Redis at ${redactUrl(url)} failed: ${describeError(lastError ?? error)}`, { cause: error });
       });
-      if (needs.keys && databaseUrl === undefined) backend.keys = redis.redisApiKeyRecordStore({ redis: client });
+      if (needs.keys && databaseUrl === undefined) backend.keys = redis.redisApiKeyRecordStore({ client });
       if (needs.rateLimits) backend.rateLimits = redis.redisRateLimitStore({ client });
     }
   } catch (error) {

@@ -213,7 +213,8 @@ export function parseCommand(args: readonly string[]): Command {
   if (action === undefined) throw new UsageError(`petstore ${group} needs one of: ${actions.join(', ')} (see petstore ${group} --help)`);
   const spec = COMMANDS.find((command) => command.words[0] === group && command.words[1] === action);
   if (spec === undefined) throw new UsageError(`unknown command "petstore ${group} ${action}"; petstore ${group} takes ${actions.join(', ')}`);
-  const name = `petstore ${spec.words.join(' ')}`;
+  // Messages begin with the command's words (after the `petstore:` of every failure line); hints give it whole.
+  const name = spec.words.join(' ');
 
   let values: Record<string, string | boolean | undefined>;
   let positionals: string[];
@@ -229,14 +230,14 @@ export function parseCommand(args: readonly string[]): Command {
       strict: true,
     }));
   } catch (error) {
-    throw new UsageError(`${name}: ${describeParseError(error)} (see ${name} --help)`);
+    throw new UsageError(`${name}: ${describeParseError(error)} (see petstore ${name} --help)`);
   }
   if (values['help'] === true) return { kind: 'help', text: commandHelp(spec) };
   const expected = spec.positional === undefined ? 0 : 1;
   if (positionals.length > expected) {
-    throw new UsageError(`${name}: unexpected argument "${positionals[expected]}"${expected === 0 ? '' : ` after the ${spec.positional}`} (see ${name} --help)`);
+    throw new UsageError(`${name}: unexpected argument "${positionals[expected]}"${expected === 0 ? '' : ` after the ${spec.positional}`} (see petstore ${name} --help)`);
   }
-  if (positionals.length < expected) throw new UsageError(`${name}: the ${spec.positional} is missing: ${name} ${spec.usage}`);
+  if (positionals.length < expected) throw new UsageError(`${name}: the ${spec.positional} is missing: petstore ${name} ${spec.usage}`);
   const json = values['json'] === true;
   const text = (option: string) => values[option] as string | undefined;
   const keyId = positionals[0] as string;

@@ -31,6 +31,24 @@ async function redisStore(): Promise<RateLimitStore> {
   return redisRateLimitStore({ client });
 }
 
+/**
+ * Why the Redis rate-limit store cannot be read and reset yet, or `undefined` when it can: on main its `peek` and
+ * `reset` are still the stubs of the rate-limit contract v2 (issue 21), which throw "not implemented yet". The
+ * Redis tests of `limits` run as soon as they are implemented.
+ */
+async function redisPeekMissing(): Promise<string | undefined> {
+  if (redisUrl === null) return inject('redisSkipReason') ?? 'no Redis';
+  try {
+    await (await redisStore()).peek(`probe-${run}`, Date.now());
+    return undefined;
+  } catch (error) {
+    if (error instanceof Error && error.message === 'not implemented yet') return "the Redis rate-limit store's peek and reset are not implemented yet";
+    throw error;
+  }
+}
+const redisLimitsSkipReason = await redisPeekMissing();
+if (redisLimitsSkipReason !== undefined) console.warn(`[@petstore/cli] limits on Redis skipped: ${redisLimitsSkipReason}`);
+
 interface PeekJson {
   owner: Record<string, string>;
   nowMs: number;
@@ -38,13 +56,14 @@ interface PeekJson {
   bans: Array<{ keyId?: string; bannedUntilMs: number }>;
 }
 
-const backends = [
-  { backend: 'PostgreSQL', url: postgresUrl, env: { PETSTORE_DATABASE_URL: postgresUrl ?? '' }, store: postgresStore },
-  { backend: 'Redis', url: redisUrl, env: { PETSTORE_REDIS_URL: redisUrl ?? '' }, store: redisStore },
+const backends: Array<{ backend: string; env: Record<string, string>; store: () => Promise<RateLimitStore>; skipReason: string | undefined }> = [
+  { backend: 'PostgreSQL', env: { PETSTORE_DATABASE_URL: postgresUrl ?? '' }, store: postgresStore, skipReason: inject('postgresSkipReason') ?? undefined },
+  { backend: 'Redis', env: { PETSTORE_REDIS_URL: redisUrl ?? '' }, store: redisStore, skipReason: redisLimitsSkipReason },
 ];
 
-describe.each(backends)('petstore limits on $backend', ({ backend, url, env, store }) => {
-  it.skipIf(url === null)("show and reset by --key-id and --account: the account's windows and its key's ban", async () => {
+describe.each(backends)('petstore limits on $backend', ({ backend, env, store, skipReason }) => {
+  it("show and reset by --key-id and --account: the account's windows and its key's ban", async (context) => {
+    if (skipReason !== undefined) return context.skip(skipReason);
     const accountId = `limits-${backend}-${run}`;
     const { keyId } = await petstoreJson<{ keyId: string }>(['keys', 'issue', '--account', accountId, '--plan', 'free'], env);
     // As a server charges this key: one request a day admitted, then rejections until the ban (20 in a minute).
@@ -96,7 +115,8 @@ describe.each(backends)('petstore limits on $backend', ({ backend, url, env, sto
     expect((await limiter.consume({ principal })).allowed).toBe(true);
   });
 
-  it.skipIf(url === null)('show and reset by --address: a caller without a valid key', async () => {
+  it('show and reset by --address: a caller without a valid key', async (context) => {
+    if (skipReason !== undefined) return context.skip(skipReason);
     const address = `198.51.100.${randomInt(1, 255)}`;
     const limiter = createRateLimiter({ store: await store() });
     await limiter.reset({ clientAddress: address }); // from an earlier run on a shared server
@@ -109,8 +129,10 @@ describe.each(backends)('petstore limits on $backend', ({ backend, url, env, sto
   });
 });
 
-describe.skipIf(postgresUrl === null || redisUrl === null)('limits with both variables set', () => {
-  it('reads the rate limits in Redis and resolves the keyId in PostgreSQL, as the example servers store them', async () => {
+describe('limits with both variables set', () => {
+  it('reads the rate limits in Redis and resolves the keyId in PostgreSQL, as the example servers store them', async (context) => {
+    const skipReason = inject('postgresSkipReason') ?? redisLimitsSkipReason;
+    if (skipReason !== undefined) return context.skip(skipReason);
     const accountId = `limits-both-${run}`;
     const both = { PETSTORE_DATABASE_URL: postgresUrl!, PETSTORE_REDIS_URL: redisUrl! };
     const { keyId } = await petstoreJson<{ keyId: string }>(['keys', 'issue', '--account', accountId, '--plan', 'pro'], both);

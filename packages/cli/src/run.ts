@@ -123,8 +123,9 @@ async function executeOn(command: Exclude<Command, { kind: 'help' | 'version' }>
     case 'keys rotate': {
       const { key, record } = await keys().rotate(command.keyId, command.graceMs !== undefined ? { graceMs: command.graceMs } : {});
       if (command.json) return json({ key, ...record });
+      // Grace 0: the old key's grace ends at the rotation itself.
       const grace =
-        record.previousKeyValidUntilMs === undefined
+        record.previousKeyValidUntilMs === undefined || record.previousKeyValidUntilMs <= record.updatedAtMs
           ? 'The old key is refused from now on.'
           : `The old key keeps working until ${new Date(record.previousKeyValidUntilMs).toISOString()}.`;
       return `${keyTable(record, key)}\n\nStore the new key now: it is shown only this once. ${grace}`;

@@ -36,7 +36,7 @@ describe('npx petstore, installed from its tarball', () => {
   it('a usage error: exit 2, one line', async () => {
     const result = await npxPetstore(['keys', 'issue', '--plan', 'pro']);
     expect({ code: result.code, stdout: result.stdout }).toEqual({ code: 2, stdout: '' });
-    expect(result.stderr).toBe('petstore: petstore keys issue: --account is required\n');
+    expect(result.stderr).toBe('petstore: keys issue: --account is required\n');
   });
 
   const backends = [
