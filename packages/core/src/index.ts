@@ -33,6 +33,20 @@ export {
   type StaticApiKey,
 } from './auth/api-key.js';
 export { DEFAULT_MANAGED_KEY_PREFIX, isWellFormedManagedKey, managedKeyPattern } from './auth/managed-key-format.js';
+export {
+  DEFAULT_MANAGED_KEYS_CACHE,
+  DEFAULT_ROTATION_GRACE_MS,
+  managedApiKeys,
+  type ApiKeyInfo,
+  type ApiKeyStatus,
+  type IssueApiKeyOptions,
+  type IssuedApiKey,
+  type ListApiKeysOptions,
+  type ManagedApiKeys,
+  type ManagedApiKeysOptions,
+  type RotateApiKeyOptions,
+  type UpdateApiKeyOptions,
+} from './auth/managed-api-keys.js';
 export type { ApiKeyRecord, ApiKeyRecordChange, ApiKeyRecordStore, ApiKeyRecordWatcher } from './auth/api-key-records.js';
 export { MAX_API_KEY_LENGTH } from './auth/bearer.js';
 export type {

@@ -1,7 +1,8 @@
 /**
- * The options of `createPetstore`, `createRateLimiter` and `staticApiKeys`, checked once, when they are
- * created: a wrong option is one `TypeError` at start-up that names the option and what it accepts, never a
- * 500 or 503 on every request.
+ * The options of `createPetstore`, `createRateLimiter`, `staticApiKeys` and `managedApiKeys`, checked once, when
+ * they are created: a wrong option is one `TypeError` at start-up that names the option and what it accepts,
+ * never a 500 or 503 on every request. The inputs of the managed keys' operations (issue, update, …) are
+ * checked the same way, at each call.
  */
 import * as v from 'valibot';
 import { B64TOKEN, MAX_API_KEY_LENGTH } from './auth/bearer.js';
@@ -264,3 +265,76 @@ export function assertOptions<T extends v.GenericSchema>(schema: T, value: unkno
   });
   throw new TypeError(`${where}: ${problems.join('; ')}`);
 }
+
+const ApiKeyRecordStoreSchema = implementing(
+  'an ApiKeyRecordStore (an object with create, findByDigest, findByKeyId, list and update; memoryApiKeyRecordStore() makes one)',
+  ['create', 'findByDigest', 'findByKeyId', 'list', 'update'],
+);
+
+/** The options of `managedApiKeys` (the prefix is checked on its own, by `assertManagedKeyPrefix`). */
+export const ManagedApiKeysOptionsSchema = options({
+  store: ApiKeyRecordStoreSchema,
+  prefix: v.optional(v.string('must be a string')),
+  cache: v.optional(
+    object(
+      {
+        maxKeys: v.optional(wholeNumber(1)),
+        ttlMs: v.optional(wholeNumber(1)),
+        maxUnknownKeys: v.optional(wholeNumber(1)),
+        unknownTtlMs: v.optional(wholeNumber(1)),
+      },
+      'the cache options ({ maxKeys?, ttlMs?, maxUnknownKeys?, unknownTtlMs? }, whole numbers >= 1)',
+    ),
+  ),
+  clock: v.optional(ClockSchema),
+});
+
+/**
+ * Text an operator gives (an account id, a key's name): 1–200 characters (UTF-16 code units, as JavaScript
+ * counts them), no control characters, no unpaired surrogates.
+ */
+const label = v.pipe(
+  v.string('must be a string'),
+  v.minLength(1, 'must not be empty'),
+  v.maxLength(200, 'must be at most 200 characters'),
+  v.regex(/^[^\u0000-\u001f\u007f-\u009f]*$/, 'must not contain control characters'),
+  v.check((text) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text), 'must not contain unpaired surrogates'),
+);
+const plan = v.picklist(PLAN_NAMES, `must be one of ${planNames}`);
+
+/** The input of `managedApiKeys(...).issue`. */
+export const IssueApiKeySchema = v.pipe(
+  object(
+    {
+      accountId: label,
+      plan,
+      limits: v.optional(PlanLimitsSchema),
+      name: v.optional(label),
+      expiresAtMs: v.optional(wholeNumber(0)),
+      expiresInMs: v.optional(wholeNumber(1)),
+    },
+    '{ accountId, plan, limits?, name?, expiresAtMs? or expiresInMs? }',
+  ),
+  v.check((input) => input.expiresAtMs === undefined || input.expiresInMs === undefined, 'give expiresAtMs or expiresInMs, not both'),
+);
+
+/** The input of `managedApiKeys(...).update`. */
+export const UpdateApiKeySchema = object(
+  { plan: v.optional(plan), limits: v.optional(v.nullable(PlanLimitsSchema)), name: v.optional(v.nullable(label)) },
+  '{ plan?, limits? (null clears), name? (null clears) }',
+);
+
+/** The options of `managedApiKeys(...).rotate`. */
+export const RotateApiKeySchema = object({ graceMs: v.optional(wholeNumber(0)) }, '{ graceMs? } (a whole number of ms >= 0)');
+
+/** The options of `managedApiKeys(...).list`. */
+export const ListApiKeysSchema = object(
+  { accountId: v.optional(label), limit: v.optional(wholeNumber(1, 1000)), after: v.optional(v.string('must be a string')) },
+  '{ accountId?, limit? (1-1000), after? }',
+);
+
+/** `{ keyId }`: the key id given to `get`, `update`, `rotate` or `revoke`, wrapped so a message names it. */
+export const KeyIdSchema = object(
+  { keyId: v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty'), v.maxLength(200, 'must be at most 200 characters')) },
+  '{ keyId }',
+);

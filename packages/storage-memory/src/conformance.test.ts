@@ -1,6 +1,11 @@
-import { runCategoryStoreConformance, runRateLimitModelComparison, runRateLimitStoreConformance } from '@petstore/core/testing';
+import {
+  runApiKeyRecordStoreConformance,
+  runCategoryStoreConformance,
+  runRateLimitModelComparison,
+  runRateLimitStoreConformance,
+} from '@petstore/core/testing';
 import { describe, it } from 'vitest';
-import { memoryCategoryStore, memoryRateLimitStore } from './index.js';
+import { memoryApiKeyRecordStore, memoryCategoryStore, memoryRateLimitStore } from './index.js';
 
 runRateLimitStoreConformance(
   { describe, it },
@@ -28,4 +33,14 @@ runRateLimitModelComparison({
 runCategoryStoreConformance(
   { describe, it },
   { name: 'memoryCategoryStore conformance', createStore: (options) => ({ store: memoryCategoryStore(options) }) },
+);
+
+runApiKeyRecordStoreConformance(
+  { describe, it },
+  {
+    name: 'memoryApiKeyRecordStore conformance',
+    createStore: ({ maxRecords }) => ({ store: memoryApiKeyRecordStore({ maxRecords }) }),
+    // One process, one instance: no notification path that could break.
+    capabilities: { reconnect: false },
+  },
 );

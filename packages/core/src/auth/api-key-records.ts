@@ -67,7 +67,8 @@ export type ApiKeyRecordChange =
  *   every digest the change touched (the current and previous ones, before and after it). Cached lookups of
  *   them are stale.
  * - `onReconnect()`: the notification path came back after a break; changes made during the break were not
- *   delivered, so every cached lookup is stale.
+ *   delivered, so every cached lookup is stale. Called once the watch listens again: a change made after it
+ *   is delivered.
  */
 export interface ApiKeyRecordWatcher {
   onChange(digests: Uint8Array[]): void;

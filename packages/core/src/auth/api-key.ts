@@ -25,7 +25,7 @@ export function hashApiKey(apiKey: string): Buffer {
  * string to build and hash per request); keys that share a lookup key are all kept, and the full digest is
  * always confirmed in constant time.
  */
-function lookupKey(digest: Uint8Array): number {
+export function lookupKey(digest: Uint8Array): number {
   return (
     (digest[0] as number) * 2 ** 40 +
     (digest[1] as number) * 2 ** 32 +

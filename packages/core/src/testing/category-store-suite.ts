@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { isPetstoreError } from '../errors.js';
 import type { Category } from '../schemas.js';
 import type { CategoryStore, IdempotentCreateRequest } from '../storage/category-store.js';
+import { whileWritesHeld } from './hold-writes.js';
 import type { ConformanceTestApi } from './test-api.js';
 
 /** A fresh store for one case, with optional hooks that make its concurrency cases deterministic. */
@@ -199,36 +200,6 @@ export function runCategoryStoreConformance(test: ConformanceTestApi, options: C
       options.capabilities?.capacity ?? true,
     );
   });
-}
-
-/**
- * Runs `calls` while the harness holds the store's writes, releasing them once `count` calls are blocked (or once
- * the calls have settled, so a call that fails before it blocks is reported, not timed out); without
- * `holdWrites`, runs them as they come.
- */
-async function whileWritesHeld<T>(harness: CategoryStoreHarness, count: number, calls: () => Promise<T>): Promise<T> {
-  if (harness.holdWrites === undefined) return calls();
-  if (harness.whenBlocked === undefined) assert.fail('the harness has holdWrites() but no whenBlocked(count): provide both');
-  const hold = await harness.holdWrites();
-  let released = false;
-  const release = async () => {
-    if (released) return;
-    released = true;
-    await hold.release();
-  };
-  try {
-    const pending = calls();
-    // A call that fails before it blocks ends the wait too, so the case reports it instead of timing out.
-    const failedEarly = pending.then(
-      () => undefined,
-      () => undefined,
-    );
-    await Promise.race([harness.whenBlocked(count), failedEarly]);
-    await release();
-    return await pending;
-  } finally {
-    await release();
-  }
 }
 
 /** 64 hex characters derived from `label`: the shape of the library's keys and fingerprints. */

@@ -14,7 +14,7 @@ import { testCategoryStore } from '../../test-support/category-store.js';
 import { runCategoryStoreConformance, type CategoryStoreHarness } from './category-store-suite.js';
 import { runRateLimitModelComparison, type RateLimitModelHarness } from './rate-limit-model-comparison.js';
 import { runRateLimitStoreConformance, type RateLimitStoreHarness } from './rate-limit-store-suite.js';
-import type { ConformanceTestApi } from './test-api.js';
+import { outcomesOf } from '../../test-support/conformance-outcomes.js';
 
 function referenceHarness(): RateLimitStoreHarness {
   const store = testRateLimitStore();
@@ -40,26 +40,6 @@ runCategoryStoreConformance(
   { describe, it },
   { name: 'reference category store', createStore: () => ({ store: testCategoryStore() }), capabilities: { capacity: false } },
 );
-
-/**
- * Registers a suite into a collector instead of a runner, then runs every case (or only the case named `only`):
- * name → failure message.
- */
-async function outcomesOf(register: (test: ConformanceTestApi) => void, only?: string): Promise<Map<string, string | undefined>> {
-  const cases: Array<[string, () => Promise<void>]> = [];
-  register({ describe: (_name, body) => body(), it: (name, body) => (only === undefined || name === only ? cases.push([name, body]) : undefined) });
-  const outcomes = new Map<string, string | undefined>();
-  for (const [name, body] of cases) {
-    outcomes.set(
-      name,
-      await body().then(
-        () => undefined,
-        (error: unknown) => String(error instanceof Error ? error.message : error),
-      ),
-    );
-  }
-  return outcomes;
-}
 
 const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
 const BURST_CASE = 'admits exactly the quota under a burst of parallel consumes, never one more';

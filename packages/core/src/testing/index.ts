@@ -13,3 +13,4 @@ export * from './test-client.js';
 export * from './rate-limit-store-suite.js';
 export * from './rate-limit-model-comparison.js';
 export * from './category-store-suite.js';
+export * from './api-key-record-store-suite.js';
