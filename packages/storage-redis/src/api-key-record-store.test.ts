@@ -3,6 +3,7 @@
  * notifications to other instances (also after the subscriber connection was cut) and failures.
  */
 import { createHash, randomUUID } from 'node:crypto';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { isPetstoreError, type ApiKeyRecord, type ApiKeyRecordWatcher } from '@petstore/core';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -441,19 +442,38 @@ describe('redisApiKeyRecordStore when Redis fails', () => {
     }
   });
 
-  it('rejects watch at callTimeoutMs when its connection cannot be made, and leaves nothing trying', async () => {
-    const port = await closedPort();
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    const client = track(new Redis({ port, host: '127.0.0.1', lazyConnect: true }));
-    const store = redisApiKeyRecordStore({ client, callTimeoutMs: 250 });
-    const settled = vi.fn();
-    const failure = store.watch(recorder().listener).catch((error: unknown) => error).finally(settled);
-    await vi.advanceTimersByTimeAsync(249);
-    expect(settled).not.toHaveBeenCalled();
-    await vi.advanceTimersByTimeAsync(1);
-    expect(isPetstoreError(await failure) && [(await failure as { code: string }).code]).toEqual(['service_unavailable']);
-    expect(((await failure) as Error).cause).toMatchObject({ name: 'RedisTimeoutError', callTimeoutMs: 250 });
-    // Its subscriber was disconnected: no reconnection timer of ioredis is left pending.
-    expect(vi.getTimerCount()).toBe(0);
+  it('rejects watch at callTimeoutMs when Redis does not answer, and leaves no connection trying', async () => {
+    // A server that accepts connections and never answers: the subscriber never becomes ready.
+    const sockets = new Set<Socket>();
+    let connections = 0;
+    const silent = createServer((socket) => {
+      connections += 1;
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.resume(); // reads (and drops) what it is sent, so it sees the client's end
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      const client = track(new Redis({ port: (silent.address() as AddressInfo).port, host: '127.0.0.1', lazyConnect: true }));
+      const store = redisApiKeyRecordStore({ client, callTimeoutMs: 250 });
+      const settled = vi.fn();
+      const failure = store.watch(recorder().listener).catch((error: unknown) => error).finally(settled);
+      await vi.advanceTimersByTimeAsync(249);
+      expect(settled).not.toHaveBeenCalled();
+      await vi.advanceTimersByTimeAsync(1);
+      expect(isPetstoreError(await failure) && (await failure as { code: string }).code).toBe('service_unavailable');
+      expect(((await failure) as Error).cause).toMatchObject({ name: 'RedisTimeoutError', callTimeoutMs: 250 });
+      // The subscriber connection was closed (a real event: the server sees it go), and no other one is tried
+      // however long ioredis's reconnection timers would have waited.
+      while (sockets.size > 0 || connections === 0) await new Promise((resolve) => setImmediate(resolve));
+      await vi.advanceTimersByTimeAsync(60_000);
+      expect(connections).toBe(1);
+      expect(sockets.size).toBe(0);
+    } finally {
+      vi.useRealTimers();
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 });

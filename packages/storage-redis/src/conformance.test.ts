@@ -1,20 +1,84 @@
 /**
- * The core's storage conformance suites, run against both Redis stores (each case gets a fresh key prefix),
+ * The core's storage conformance suites, run against the Redis stores (each case gets a fresh key prefix),
  * on one Redis server, on a 3-master Redis Cluster through an ioredis `Cluster` client, and on one Valkey
  * server (the open-source fork of Redis).
  */
-import { runCategoryStoreConformance, runRateLimitStoreConformance } from '@petstore/core/testing';
-import type { Cluster, Redis } from 'ioredis';
+import { randomUUID } from 'node:crypto';
+import { runApiKeyRecordStoreConformance, runCategoryStoreConformance, runRateLimitStoreConformance } from '@petstore/core/testing';
+import { Redis, type Cluster, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import { redisApiKeyRecordStore } from './api-key-record-store.js';
 import { redisCategoryStore } from './category-store.js';
 import { redisRateLimitStore } from './rate-limit-store.js';
-import { connect, connectCluster, connectValkey, skipCluster, skipRedis, skipValkey, uniquePrefix } from '../test-support/redis.js';
+import {
+  connect,
+  connectCluster,
+  connectValkey,
+  redisCluster,
+  redisUrl,
+  skipCluster,
+  skipRedis,
+  skipValkey,
+  track,
+  uniquePrefix,
+  valkeyUrl,
+} from '../test-support/redis.js';
 
-const targets: Array<{ on: string; skip: boolean; connect: () => Redis | Cluster; prefix: () => string }> = [
-  { on: '', skip: skipRedis, connect: () => connect(), prefix: () => uniquePrefix() },
-  { on: ' on a Redis Cluster', skip: skipCluster, connect: () => connectCluster(), prefix: () => uniquePrefix('cluster') },
-  { on: ' on Valkey', skip: skipValkey, connect: () => connectValkey(), prefix: () => uniquePrefix('valkey') },
+interface Target {
+  on: string;
+  skip: boolean;
+  /** A client; `connectionName` names every connection it (and a duplicate of it) makes. */
+  connect: (connectionName?: string) => Redis | Cluster;
+  prefix: () => string;
+  /** Plain connections to every server of the target, for admin commands (closed after the test). */
+  servers: () => Redis[];
+}
+
+const plain = (url: string | null) => () => [track(new Redis(url ?? 'redis://127.0.0.1:1', { maxRetriesPerRequest: 1 }))];
+
+const targets: Target[] = [
+  {
+    on: '',
+    skip: skipRedis,
+    connect: (connectionName) => connect(named<RedisOptions>(connectionName)),
+    prefix: () => uniquePrefix(),
+    servers: plain(redisUrl),
+  },
+  {
+    on: ' on a Redis Cluster',
+    skip: skipCluster,
+    connect: (connectionName) => connectCluster({ redisOptions: named<RedisOptions>(connectionName) } as ClusterOptions),
+    prefix: () => uniquePrefix('cluster'),
+    servers: () => (redisCluster ?? []).map((node) => track(new Redis({ ...node, maxRetriesPerRequest: 1 }))),
+  },
+  {
+    on: ' on Valkey',
+    skip: skipValkey,
+    connect: (connectionName) => connectValkey(named<RedisOptions>(connectionName)),
+    prefix: () => uniquePrefix('valkey'),
+    servers: plain(valkeyUrl),
+  },
 ];
+
+function named<Options extends { connectionName?: string }>(connectionName: string | undefined): Options {
+  return (connectionName === undefined ? {} : { connectionName }) as Options;
+}
+
+/**
+ * Cuts every subscriber connection named `connectionName` on the target's servers (`CLIENT KILL ID`): only this
+ * case's, since other suites share the servers. Resolves once one was cut.
+ */
+async function killSubscribers(target: Target, connectionName: string): Promise<void> {
+  let killed = 0;
+  for (const server of target.servers()) {
+    const list = (await server.call('CLIENT', 'LIST', 'TYPE', 'pubsub')) as string;
+    for (const line of list.split('\n')) {
+      const id = new RegExp(`^id=(\\d+) .* name=${connectionName} `).exec(line)?.[1];
+      if (id !== undefined) killed += Number(await server.call('CLIENT', 'KILL', 'ID', id));
+    }
+  }
+  expect(killed).toBeGreaterThan(0);
+}
 
 for (const target of targets) {
   const test = { describe: describe.skipIf(target.skip), it };
@@ -45,6 +109,30 @@ for (const target of targets) {
     createStore: ({ maxCategories }) => ({
       store: redisCategoryStore({ client: target.connect(), keyPrefix: target.prefix(), maxCategories }),
     }),
+  });
+
+  runApiKeyRecordStoreConformance(test, {
+    name: `redisApiKeyRecordStore conformance${target.on}`,
+    createStore({ maxRecords }) {
+      const keyPrefix = target.prefix();
+      const connectionName = `apikeys-${randomUUID()}`;
+      const store = redisApiKeyRecordStore({ client: target.connect(connectionName), keyPrefix, maxRecords });
+      const others: Array<{ close(): Promise<void> }> = [];
+      return {
+        store,
+        // Another app instance: a client of its own on the same server(s) and prefix.
+        other() {
+          const other = redisApiKeyRecordStore({ client: target.connect(), keyPrefix });
+          others.push(other);
+          return other;
+        },
+        breakNotifications: () => killSubscribers(target, connectionName),
+        // Clients are closed after the test by test-support/redis.ts; the stores close their watches.
+        async close() {
+          await Promise.all([store, ...others].map((each) => each.close()));
+        },
+      };
+    },
   });
 }
 
