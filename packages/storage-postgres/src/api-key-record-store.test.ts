@@ -4,9 +4,11 @@
  * only of that table), the LISTEN connection broken and restored, and failures.
  */
 import { hashApiKey, isPetstoreError, type ApiKeyRecord, type ApiKeyRecordWatcher } from '@petstore/core';
+import { once } from 'node:events';
+import { createServer, connect, type AddressInfo, type Socket } from 'node:net';
 import pg from 'pg';
-import { describe, expect, it } from 'vitest';
-import { postgresApiKeyRecordStore } from './api-key-record-store.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { LISTEN_HEARTBEAT_INTERVAL_MS, LISTEN_RECONNECT_INITIAL_DELAY_MS, postgresApiKeyRecordStore } from './api-key-record-store.js';
 import { migratePostgres } from './migrate.js';
 import { postgresApiKeysChannel } from './names.js';
 import { countStatements } from '../test-support/count-statements.js';
@@ -62,6 +64,46 @@ async function listeningPids(pool: pg.Pool, channel: string): Promise<number[]> 
   const { rows } = await pool.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE query = $1 ORDER BY pid`, [`LISTEN "${channel}"`]);
   return rows.map((row) => row.pid);
 }
+
+/**
+ * A TCP proxy to the test server whose `freeze()` stops forwarding in both directions without closing anything:
+ * to the client, a connection that died without a word (a dropped network path).
+ */
+async function freezableProxy(): Promise<{ url: string; freeze(): void; close(): Promise<void> }> {
+  const target = new URL(postgresUrl as string);
+  const sockets = new Set<Socket>();
+  let frozen = false;
+  const server = createServer((client) => {
+    const upstream = connect(Number(target.port), target.hostname);
+    for (const [from, to] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      sockets.add(from);
+      from.on('data', (chunk) => {
+        if (!frozen) to.write(chunk);
+      });
+      from.on('error', () => undefined);
+      from.on('close', () => to.destroy());
+    }
+  }).listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    freeze: () => {
+      frozen = true;
+    },
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
   it('round-trips every field exactly, and absent fields stay absent', async () => {
@@ -314,6 +356,34 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
     await store.create(record('key_back'));
     await watcher.changesReach(1);
     await watching.close();
+  });
+
+  it('replaces a connection that died without a word when its heartbeat goes unanswered', async () => {
+    const { pool, schema } = await migratedSchema('keys');
+    const proxy = await freezableProxy();
+    let made = 0;
+    // The first connection goes through the proxy; the replacement straight to the server.
+    const listenClient = () => new pg.Client({ connectionString: made++ === 0 ? proxy.url : (postgresUrl as string) });
+    const store = postgresApiKeyRecordStore({ pool, schema, listenClient, callTimeoutMs: 1000 });
+    // Only the store's timers are faked (the heartbeat, the deadline, the backoff); sockets and Date stay real.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const watcher = recordingWatcher();
+    const watching = await store.watch(watcher.listener);
+    proxy.freeze();
+    await store.create(record('key_lost')); // its notification never arrives through the frozen proxy
+    await vi.advanceTimersByTimeAsync(LISTEN_HEARTBEAT_INTERVAL_MS); // the heartbeat's LISTEN goes unanswered …
+    expect(made).toBe(1);
+    await vi.advanceTimersByTimeAsync(1000); // … past callTimeoutMs: the connection is let go
+    await vi.advanceTimersByTimeAsync(LISTEN_RECONNECT_INITIAL_DELAY_MS); // the first retry, at most this long after
+    await watcher.reconnectsReach(1);
+    expect(made).toBe(2);
+    expect(watcher.changes).toEqual([]);
+    vi.useRealTimers();
+    await store.create(record('key_heard'));
+    await watcher.changesReach(1);
+    expect(watcher.changes).toEqual([[hex(digestOf('key-key_heard'))]]);
+    await watching.close();
+    await proxy.close();
   });
 
   it('tells the watcher to drop everything on a notification that is not a list of digests (an operator NOTIFY)', async () => {

@@ -358,6 +358,8 @@ class ListenConnection {
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private failedTries = 0;
+  /** The `open` in progress, if any: `close` waits for it. */
+  private opening: Promise<void> | undefined;
   private readonly listenSql: string;
 
   constructor(
@@ -374,7 +376,7 @@ class ListenConnection {
   /** Opens the first connection. @throws PetstoreError `service_unavailable` when it fails (nothing left open). */
   async start(): Promise<void> {
     try {
-      await this.open();
+      await this.track(this.open());
     } catch (error) {
       this.closed = true;
       throw storeUnavailable(this.store, error);
@@ -387,9 +389,20 @@ class ListenConnection {
     this.closed = true;
     this.onClosed();
     clearTimeout(this.timer);
+    await this.opening?.catch(() => undefined);
     const client = this.client;
     this.client = undefined;
-    if (client !== undefined) await client.end().catch(() => undefined);
+    // Under the deadline: a connection that died silently may never answer the goodbye.
+    if (client !== undefined) await withDeadline(client.end(), this.callTimeoutMs).catch(() => undefined);
+  }
+
+  private async track(opening: Promise<void>): Promise<void> {
+    this.opening = opening;
+    try {
+      await opening;
+    } finally {
+      if (this.opening === opening) this.opening = undefined;
+    }
   }
 
   /** A new client, connected and listening; `this.client` once it is. */
@@ -410,11 +423,12 @@ class ListenConnection {
         this.callTimeoutMs,
       );
     } catch (error) {
-      await client.end().catch(() => undefined);
+      // Not awaited: a connection attempt that hangs (no answer at all) would hold the caller until TCP gives up.
+      client.end().catch(() => undefined);
       throw error;
     }
     if (this.closed) {
-      await client.end().catch(() => undefined);
+      await withDeadline(client.end(), this.callTimeoutMs).catch(() => undefined);
       return;
     }
     this.client = client;
@@ -450,7 +464,7 @@ class ListenConnection {
   private async reconnect(): Promise<void> {
     if (this.closed) return;
     try {
-      await this.open();
+      await this.track(this.open());
     } catch {
       this.failedTries++;
       if (!this.closed) this.scheduleReconnect();
