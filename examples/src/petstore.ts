@@ -145,6 +145,12 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
   let petstore: Petstore;
   try {
     managed = managedApiKeys({ store: keyRecords as ApiKeyRecordStore });
+    // Listening for the store's notifications before the server takes requests: a key revoked from then on is
+    // refused by this instance as soon as the revocation commits.
+    await managed.ready().catch((error: unknown) => {
+      const variable = config.databaseUrl !== undefined ? 'PETSTORE_DATABASE_URL' : 'PETSTORE_REDIS_URL';
+      throw new Error(`${variable}: cannot watch the managed API keys: ${describeError(error)}`, { cause: error });
+    });
     petstore = createNamingCosts({
       ...common,
       // Managed keys first: a key of their format is looked up there (a cached answer, mostly); any other key goes

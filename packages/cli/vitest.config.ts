@@ -8,7 +8,9 @@ export default defineConfig({
     // clients): less CPU for npm test on two cores. The commands under test run as child processes.
     isolate: false,
     globalSetup: ['test-support/global-setup.ts'],
-    testTimeout: 30_000,
+    // Guards against a hang, not measurements: each test spawns the command several times (a Node start and a
+    // database connection each), slow on a busy 2-core machine.
+    testTimeout: 60_000,
     hookTimeout: 60_000,
   },
 });
