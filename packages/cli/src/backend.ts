@@ -25,6 +25,12 @@ export interface Backend {
 export const DATABASE_URL_VARIABLE = 'PETSTORE_DATABASE_URL';
 export const REDIS_URL_VARIABLE = 'PETSTORE_REDIS_URL';
 
+/**
+ * The deadline of one store call, in ms. A server answering requests gives up after a second (the stores' default);
+ * an operator's command can wait longer for a busy database rather than fail a change it may have made.
+ */
+const CALL_TIMEOUT_MS = 10_000;
+
 /** A Redis or PostgreSQL URL without its password, for printing. */
 export function redactUrl(url: string): string {
   try {
@@ -80,8 +86,8 @@ export async function openBackend(env: Record<string, string | undefined>, needs
       await postgres.migratePostgres({ pool }).catch((error: unknown) => {
         throw failed(error);
       });
-      if (needs.keys) backend.keys = postgres.postgresApiKeyRecordStore({ pool });
-      if (needs.rateLimits && redisUrl === undefined) backend.rateLimits = postgres.postgresRateLimitStore({ pool });
+      if (needs.keys) backend.keys = postgres.postgresApiKeyRecordStore({ pool, callTimeoutMs: CALL_TIMEOUT_MS });
+      if (needs.rateLimits && redisUrl === undefined) backend.rateLimits = postgres.postgresRateLimitStore({ pool, callTimeoutMs: CALL_TIMEOUT_MS });
     }
     if (useRedis) {
       const url = redisUrl as string;
@@ -98,8 +104,8 @@ export async function openBackend(env: Record<string, string | undefined>, needs
       await client.connect().catch((error: unknown) => {
         throw new FailedError(`${REDIS_URL_VARIABLE}: Redis at ${redactUrl(url)} failed: ${describeError(lastError ?? error)}`, { cause: error });
       });
-      if (needs.keys && databaseUrl === undefined) backend.keys = redis.redisApiKeyRecordStore({ client });
-      if (needs.rateLimits) backend.rateLimits = redis.redisRateLimitStore({ client });
+      if (needs.keys && databaseUrl === undefined) backend.keys = redis.redisApiKeyRecordStore({ client, callTimeoutMs: CALL_TIMEOUT_MS });
+      if (needs.rateLimits) backend.rateLimits = redis.redisRateLimitStore({ client, callTimeoutMs: CALL_TIMEOUT_MS });
     }
   } catch (error) {
     await close();

@@ -113,6 +113,9 @@ export const COMMANDS: readonly CommandSpec[] = [
 /** Whose rate limits `limits show|reset` read or clear. */
 export type LimitsOwner = { keyId: string } | { accountId: string } | { clientAddress: string };
 
+/** The shape of a managed key of any prefix (`pet_` and 38 base62 characters): never echoed. */
+const MANAGED_KEY_SHAPE = /^[a-z][a-z0-9]{0,15}_[0-9A-Za-z]{38}$/;
+
 /** A command line, understood. */
 export type Command =
   | { kind: 'help'; text: string }
@@ -241,6 +244,12 @@ export function parseCommand(args: readonly string[]): Command {
   const json = values['json'] === true;
   const text = (option: string) => values[option] as string | undefined;
   const keyId = positionals[0] as string;
+  for (const given of [keyId, text('key-id'), text('after')]) {
+    // A secret pasted where its keyId belongs: refused without echoing it (the line may end up in a log).
+    if (given !== undefined && MANAGED_KEY_SHAPE.test(given)) {
+      throw new UsageError(`${name}: that is an API key, not a keyId (key_…); find the keyId with petstore keys list`);
+    }
+  }
 
   switch (`${spec.words[0]} ${spec.words[1]}`) {
     case 'keys issue': {

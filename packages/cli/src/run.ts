@@ -54,6 +54,13 @@ export async function runCli(args: readonly string[], io: CliIo = {}): Promise<E
   }
 }
 
+/** A keyId as a message shows it: at most 60 characters, control characters as `?`. */
+function shown(keyId: string): string {
+  // eslint-disable-next-line no-control-regex
+  const printable = keyId.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+  return printable.length > 60 ? `${printable.slice(0, 60)}…` : printable;
+}
+
 /** The exit status and the line of what a command threw. */
 function failureOf(error: unknown): [ExitCode, string] {
   if (error instanceof UsageError) return [EXIT_CODES.usage, error.message];
@@ -96,7 +103,7 @@ async function execute(command: Exclude<Command, { kind: 'help' | 'version' }>, 
     return await executeOn(command, backend, manager);
   } catch (error) {
     const keyId = 'keyId' in command ? command.keyId : 'owner' in command && 'keyId' in command.owner ? command.owner.keyId : undefined;
-    if (keyId !== undefined && isPetstoreError(error) && error.code === 'not_found') throw new FailedError(`no key with keyId ${keyId}`, { cause: error });
+    if (keyId !== undefined && isPetstoreError(error) && error.code === 'not_found') throw new FailedError(`no key with keyId ${shown(keyId)}`, { cause: error });
     throw error;
   } finally {
     await manager?.close().catch(() => undefined);
@@ -136,7 +143,7 @@ async function executeOn(command: Exclude<Command, { kind: 'help' | 'version' }>
     }
     case 'keys show': {
       const record = await keys().get(command.keyId);
-      if (record === undefined) throw new FailedError(`no key with keyId ${command.keyId}`);
+      if (record === undefined) throw new FailedError(`no key with keyId ${shown(command.keyId)}`);
       return command.json ? json(record) : keyTable(record);
     }
     case 'keys update': {
@@ -165,7 +172,7 @@ async function executeOn(command: Exclude<Command, { kind: 'help' | 'version' }>
       let owner: { accountId: string; keyId?: string } | { clientAddress: string };
       if ('keyId' in command.owner) {
         const record = await keys().get(command.owner.keyId);
-        if (record === undefined) throw new FailedError(`no key with keyId ${command.owner.keyId}`);
+        if (record === undefined) throw new FailedError(`no key with keyId ${shown(command.owner.keyId)}`);
         owner = { accountId: record.accountId, keyId: record.keyId };
       } else owner = command.owner;
       const described = ownerText(owner as Parameters<typeof ownerText>[0]);

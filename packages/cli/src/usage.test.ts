@@ -39,6 +39,20 @@ describe('petstore --help and --version', () => {
   });
 });
 
+describe('a key given where its keyId belongs', () => {
+  it('is refused (exit 2) without being printed', async () => {
+    const key = `pet_${'A1b2C3d4E5'.repeat(3)}x9Y8z7Q6`;
+    for (const args of [['keys', 'revoke', key], ['limits', 'reset', '--key-id', key]]) {
+      const result = await petstore(args, NOWHERE);
+      expect(result).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: `petstore: ${args.slice(0, 2).join(' ')}: that is an API key, not a keyId (key_…); find the keyId with petstore keys list\n`,
+      });
+    }
+  });
+});
+
 describe.concurrent('usage errors: exit 2, one line on stderr, nothing on stdout, no store opened', () => {
   const cases: Array<[string[], RegExp]> = [
     [[], /^petstore: no command given; see petstore --help$/],
