@@ -181,8 +181,17 @@ const DeprecationSchema = v.pipe(
   ),
 );
 
+const ApiKeyStoreSchema = implementing(
+  'an ApiKeyStore (an object with findPrincipal(apiKeyHash); staticApiKeys([...]) and managedApiKeys({ store }) make one) or an array of them',
+  ['findPrincipal'],
+);
+const ApiKeyStoresSchema = v.pipe(
+  v.array(ApiKeyStoreSchema, 'must be an ApiKeyStore or an array of them'),
+  v.minLength(1, 'must hold at least one ApiKeyStore'),
+);
+
 const petstoreEntries = {
-  apiKeys: implementing('an ApiKeyStore (an object with findPrincipal(apiKeyHash); staticApiKeys([...]) makes one)', ['findPrincipal']),
+  apiKeys: v.lazy((input) => (Array.isArray(input) ? ApiKeyStoresSchema : ApiKeyStoreSchema)),
   categories: implementing('a CategoryStore (an object with list(), create(newCategory) and createIdempotent(newCategory, request))', [
     'list',
     'create',

@@ -6,7 +6,8 @@
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#order-of-checks
  */
-import { hashApiKey } from '../auth/api-key.js';
+import { LRUCache } from 'lru-cache';
+import { hashApiKey, type ApiKeyStore, type FindPrincipalContext } from '../auth/api-key.js';
 import { bearerChallenge, readBearerCredential } from '../auth/bearer.js';
 import type { Principal } from '../auth/principal.js';
 import { isPetstoreError } from '../errors.js';
@@ -90,20 +91,73 @@ interface Authentication {
 }
 const NOT_PRESENTED: Authentication = Object.freeze({ presented: false });
 const PRESENTED_INVALID: Authentication = Object.freeze({ presented: true });
+const CACHED_ONLY: FindPrincipalContext = Object.freeze({ cachedOnly: true });
+
+/**
+ * Most callers without a valid key remembered as refused by the anonymous rate limit (see `refusedAnonymous`
+ * in createAdmission); past it the least recently refused is forgotten first.
+ */
+export const MAX_REFUSED_ANONYMOUS_CALLERS = 10_000;
 
 export function createAdmission(options: ResolvedOptions, failures: FailureAnswers): Admitter {
   const { apiKeys, realm, onEvent, warn, clock, costs } = options;
   const { anonymousKey, cost: _costs, ...rateLimit } = options.rateLimit;
   const ipv6Subnet = rateLimit.ipv6Subnet;
   const limiter = createRateLimitEngine({ onStoreError: options.onInternalError, ...rateLimit, clock });
+  // One store that checks no format: the common case, asked without the loop.
+  const onlyStore: ApiKeyStore | undefined = apiKeys.length === 1 && apiKeys[0]?.acceptsKey === undefined ? apiKeys[0] : undefined;
+
+  /**
+   * Callers without a valid key that the anonymous rate limit refused (rate limited or banned), by their
+   * anonymous key, each until its `Retry-After` ends (timed by the petstore's clock); an admitted anonymous
+   * request removes its caller. While a caller is here, a key it presents is looked up in the API-key stores'
+   * memory only (`cachedOnly`): a flood of well-formed unknown keys from one address stops reaching the key
+   * store once the address is refused, at the cost that a valid key not yet cached is refused (429, charged to
+   * the address) from that address until its refusal ends.
+   */
+  const refusedAnonymous = new LRUCache<string, number>({ max: MAX_REFUSED_ANONYMOUS_CALLERS, ttlResolution: 0, perf: { now: () => clock.now() } });
+
+  /** The lookup context of a request's key: cached only while its caller is refused as anonymous. */
+  function lookupContext(request: GuardRequest): FindPrincipalContext | undefined {
+    if (refusedAnonymous.size === 0) return undefined;
+    const key = anonymousKey === undefined ? normalizeClientAddress(request.clientAddress, ipv6Subnet) : anonymousKey(request);
+    const refusedUntilMs = refusedAnonymous.get(key ?? UNKNOWN_CLIENT_ADDRESS);
+    return refusedUntilMs !== undefined && refusedUntilMs > clock.now() ? CACHED_ONLY : undefined;
+  }
 
   /** Step 1: who is calling. */
   async function authenticate(request: GuardRequest): Promise<Authentication> {
     const credential = readBearerCredential(request.headers['authorization']);
     if (credential.kind === 'missing') return NOT_PRESENTED;
     if (credential.kind === 'malformed') return PRESENTED_INVALID;
-    const principal = await apiKeys.findPrincipal(hashApiKey(credential.token));
-    return principal ? { principal, presented: true } : PRESENTED_INVALID;
+    const token = credential.token;
+    if (onlyStore !== undefined) {
+      const principal = await onlyStore.findPrincipal(hashApiKey(token), lookupContext(request));
+      return principal ? { principal, presented: true } : PRESENTED_INVALID;
+    }
+    // Each store that accepts the key's format, in order; the key is hashed once, and only if one does.
+    let digest: Buffer | undefined;
+    let context: FindPrincipalContext | undefined;
+    for (const store of apiKeys) {
+      if (store.acceptsKey !== undefined && !store.acceptsKey(token)) continue;
+      if (digest === undefined) {
+        digest = hashApiKey(token);
+        context = lookupContext(request);
+      }
+      const principal = await store.findPrincipal(digest, context);
+      if (principal) return { principal, presented: true };
+    }
+    return PRESENTED_INVALID;
+  }
+
+  /** Remembers or forgets an anonymous caller as refused, by the decision of its request. */
+  function noteAnonymous(key: string, decision: RateLimitDecision): void {
+    if (!decision.allowed) {
+      const refusalMs = Math.max(1, decision.retryAfterSeconds ?? 1) * 1000;
+      refusedAnonymous.set(key, clock.now() + refusalMs, { ttl: refusalMs });
+    } else if (refusedAnonymous.size > 0) {
+      refusedAnonymous.delete(key);
+    }
   }
 
   /** Who a caller without a valid key is: the host's `anonymousKey`, else the normalised client address. */
@@ -165,8 +219,11 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
   async function admit(request: GuardRequest, publicOperation: boolean, cost: number): Promise<Admission> {
     const authentication = await authenticate(request);
     const principal = authentication.principal;
-    const subject = principal ? { principal } : { anonymousKey: anonymousKeyOf(request) };
-    const decision = await limiter.consume(subject, cost === 1 ? undefined : { cost });
+    const consumeOptions = cost === 1 ? undefined : { cost };
+    if (principal) return conclude(request, publicOperation, authentication, await limiter.consume({ principal }, consumeOptions));
+    const key = anonymousKeyOf(request);
+    const decision = await limiter.consume({ anonymousKey: key }, consumeOptions);
+    noteAnonymous(key, decision);
     return conclude(request, publicOperation, authentication, decision);
   }
 
@@ -189,12 +246,16 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
       throw new TypeError('petstore.rateLimits: the subject must be { keyId }, { accountId }, { clientAddress } or { anonymousKey }');
     }
     if ('keyId' in subject) {
-      if (apiKeys.findByKeyId === undefined) {
+      const searchable = apiKeys.filter((store) => store.findByKeyId !== undefined);
+      if (searchable.length === 0) {
         throw new TypeError('petstore.rateLimits: { keyId } needs an ApiKeyStore with findByKeyId(keyId); pass { accountId } instead');
       }
-      const principal = await apiKeys.findByKeyId(subject.keyId);
-      if (principal === undefined) throw new PetstoreError('not_found', `No API key has the keyId ${JSON.stringify(String(subject.keyId).slice(0, 60))}.`);
-      return { accountId: principal.accountId, keyId: principal.keyId };
+      // The stores in order, as for a request: the first that knows the keyId answers.
+      for (const store of searchable) {
+        const principal = await store.findByKeyId?.(subject.keyId);
+        if (principal !== undefined) return { accountId: principal.accountId, keyId: principal.keyId };
+      }
+      throw new PetstoreError('not_found', `No API key has the keyId ${JSON.stringify(String(subject.keyId).slice(0, 60))}.`);
     }
     if ('accountId' in subject) return { accountId: subject.accountId };
     if ('anonymousKey' in subject) return { anonymousKey: subject.anonymousKey };

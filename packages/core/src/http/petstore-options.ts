@@ -64,8 +64,14 @@ export interface PetstoreRateLimitOptions extends Omit<RateLimiterOptions, 'cloc
 
 /** Options of `createPetstore`. */
 export interface PetstoreOptions {
-  /** Resolves API keys to principals. */
-  apiKeys: ApiKeyStore;
+  /**
+   * Resolves API keys to principals: one store, or several asked in order (e.g. `[managedApiKeys({ store }),
+   * staticApiKeys(demoKeys)]`). For a presented key, each store whose `acceptsKey` is absent or answers true is
+   * asked in turn; the first principal wins, and a key no store accepts is refused without being hashed.
+   * `petstore.rateLimits` finds a `keyId` the same way, through the stores' `findByKeyId`.
+   * @see https://github.com/petstore/petstore-categories/blob/main/docs/keys.md
+   */
+  apiKeys: ApiKeyStore | readonly ApiKeyStore[];
   /** Where categories live. */
   categories: CategoryStore;
   /** Rate limiting: the store(s), and optionally plans, anonymous limits, bans, failure policy. */
@@ -121,7 +127,8 @@ export interface PetstoreOptions {
 
 /** The options with every default filled in: what the parts of the pipeline are made from. */
 export interface ResolvedOptions {
-  apiKeys: ApiKeyStore;
+  /** The API-key stores, in the order they are asked (one or more). */
+  apiKeys: readonly ApiKeyStore[];
   categories: CategoryStore;
   rateLimit: PetstoreRateLimitOptions;
   /** Units per operation and for the guard, every name present (default 1). */
@@ -171,7 +178,7 @@ export function resolveOptions(options: PetstoreOptions): ResolvedOptions {
   const openapi = buildOpenApiDocument(options.openapi ?? {}, { deprecations, stability, costs });
   const report = options.onInternalError ?? ((error: unknown) => console.error('[petstore] internal error:', error));
   return {
-    apiKeys: options.apiKeys,
+    apiKeys: Array.isArray(options.apiKeys) ? Object.freeze([...(options.apiKeys as readonly ApiKeyStore[])]) : [options.apiKeys as ApiKeyStore],
     categories: options.categories,
     rateLimit: options.rateLimit,
     costs,
