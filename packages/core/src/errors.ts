@@ -19,7 +19,8 @@
  * - `method_not_allowed` 405: the path exists but not with this method; the answer carries `Allow`.
  * - `idempotency_key_in_flight` 409: a create with the same `Idempotency-Key` is still being processed; carries
  *   `Retry-After`.
- * - `gone` 410: the operation is past its sunset date (RFC 8594).
+ * - `gone` 410: the operation is past its sunset date (RFC 8594). Also raised, never over HTTP, by
+ *   `managedApiKeys` for a revoked key that is rotated or updated, or an expired key that is rotated.
  * - `payload_too_large` 413: the body is over the configured limit (default 1 MiB).
  * - `unsupported_encoding` 415: the body is sent with a transfer coding other than `chunked` or a content
  *   coding other than `identity` (RFC 9110 §15.5.16); the answer carries `Accept-Encoding: identity`.

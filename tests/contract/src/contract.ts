@@ -923,6 +923,63 @@ export function defineContractCases(impl: ServerImpl): void {
     );
   });
 
+  // ---- managed keys (issued, rotated and revoked at run time) beside the static ones ----
+
+  it('serves a managed key from its issue; after a rotation both work until the grace ends, then the old one is 401; revoked or expired, 401', async () => {
+    await withOwnServer(async (own) => {
+      const keys = own.stores.managedKeys;
+      const get = (apiKey: string) => call(own, '/v1/categories', { apiKey });
+      const issued = await keys.issue({ accountId: 'contract-managed', plan: 'pro' });
+      const first = await get(issued.key);
+      expect(first.status, first.text).toBe(200);
+      expect(intHeader(first, 'x-ratelimit-limit')).toBe(300); // the Pro plan's minute
+      const rotated = await keys.rotate(issued.keyId, { graceMs: MINUTE_MS });
+      expect((await get(rotated.key)).status).toBe(200);
+      expect((await get(issued.key)).status).toBe(200);
+      own.clock.advance(MINUTE_MS);
+      expectError(await get(issued.key), own, 401, 'unauthorized');
+      expect((await get(rotated.key)).status).toBe(200);
+      await keys.revoke(issued.keyId);
+      expectError(await get(rotated.key), own, 401, 'unauthorized');
+      const expiring = await keys.issue({ accountId: 'contract-managed-expiring', plan: 'free', expiresInMs: MINUTE_MS });
+      expect((await get(expiring.key)).status).toBe(200);
+      own.clock.advance(MINUTE_MS);
+      expectError(await get(expiring.key), own, 401, 'unauthorized');
+      // One character off: refused by the checksum, before any lookup.
+      const other = await keys.issue({ accountId: 'contract-managed-typo', plan: 'free' });
+      const typo = other.key.slice(0, 10) + (other.key[10] === 'a' ? 'b' : 'a') + other.key.slice(11);
+      expectError(await get(typo), own, 401, 'unauthorized');
+      expect((await get(API_KEYS.general)).status).toBe(200); // the static keys work beside them
+    });
+  });
+
+  it('shares one quota between the managed keys of an account, while a ban falls only on the key that earned it', async () => {
+    await withOwnServer(
+      async (own) => {
+        const keys = own.stores.managedKeys;
+        const get = (apiKey: string) => call(own, '/v1/categories', { apiKey });
+        const one = await keys.issue({ accountId: 'contract-managed-shared', plan: 'enterprise', limits: SHARED_LIMITS });
+        const two = await keys.issue({ accountId: 'contract-managed-shared', plan: 'enterprise', limits: SHARED_LIMITS });
+        const remaining: number[] = [];
+        for (const apiKey of [one.key, two.key, one.key, two.key]) {
+          const answer = await get(apiKey);
+          expect(answer.status, answer.text).toBe(200);
+          remaining.push(intHeader(answer, 'x-ratelimit-remaining'));
+        }
+        expect(remaining).toEqual([3, 2, 1, 0]);
+        expectError(await get(one.key), own, 429, 'rate_limited');
+        expectError(await get(one.key), own, 429, 'temporarily_banned');
+        expectError(await get(two.key), own, 429, 'rate_limited');
+        const peeked = await own.petstore.rateLimits.peek({ accountId: 'contract-managed-shared' });
+        expect(peeked.bans.map((ban) => ban.keyId)).toEqual([one.keyId]); // every banned key of the account: one
+        own.clock.advance(MINUTE_MS);
+        expect((await get(two.key)).status).toBe(200);
+        expectError(await get(one.key), own, 429, 'temporarily_banned');
+      },
+      { rateLimit: { ban: { rejectedThreshold: 2, intervalMs: MINUTE_MS, durationMs: 15 * MINUTE_MS } } },
+    );
+  });
+
   itWhen(impl.capabilities.hostJsonParser !== undefined, 'a server without a host JSON parser')(
     "leaves the host's JSON parser alone: POST /echo answers with the parsed body",
     async () => {

@@ -19,7 +19,9 @@ import {
 } from '@petstore/adapter-fastify';
 import {
   createPetstore,
+  managedApiKeys,
   staticApiKeys,
+  type ManagedApiKeys,
   type DeprecationPolicy,
   type HostOperationContext,
   type HostOperationHandler,
@@ -31,6 +33,7 @@ import {
 import { nodeHeadersCutOff, petstoreCheckExpectation, petstoreNodeHandler, writeNodeResponse } from '@petstore/core/node';
 import { fakeClock, type FakeClock } from '@petstore/core/testing';
 import {
+  memoryApiKeyRecordStore,
   memoryCategoryStore,
   memoryRateLimitStore,
   type MemoryCategoryStore,
@@ -184,6 +187,11 @@ export interface TestStores {
   keys: MemoryRateLimitStore;
   /** Rate-limit counters of callers without a valid key (`anon:<address>`). */
   anonymous: MemoryRateLimitStore;
+  /**
+   * The managed keys the petstore asks first (over a memory record store, on the server's clock), before the
+   * static {@link API_KEYS}: cases issue, rotate and revoke keys through it.
+   */
+  managedKeys: ManagedApiKeys;
 }
 
 /** What a server implementation can do besides the API. */
@@ -239,7 +247,7 @@ export interface TestPetstore {
 }
 
 /**
- * A fresh petstore with memory stores, a fake clock at {@link CLOCK_START_MS}, {@link STATIC_KEYS},
+ * A fresh petstore with memory stores, a fake clock at {@link CLOCK_START_MS}, managed keys then {@link STATIC_KEYS},
  * {@link PET_DEPRECATION}, {@link STABILITY}, and (unless `handlers: false`) host handlers that record their
  * calls: getPetById echoes `{ id, requestedBy, stability }`, listStoreOrders answers {@link STORE_ORDERS}.
  * Exported for in-process cases (`petstore.handle`) that need no socket.
@@ -283,6 +291,7 @@ export function testPetstore(options: StartOptions = {}): TestPetstore {
     },
   };
   const stores: TestStores = {
+    managedKeys: managedApiKeys({ store: memoryApiKeyRecordStore(), clock }),
     categories: memoryCategoryStore(),
     keys: memoryRateLimitStore({ clock }),
     anonymous: memoryRateLimitStore({
@@ -291,7 +300,7 @@ export function testPetstore(options: StartOptions = {}): TestPetstore {
     }),
   };
   const petstore = createPetstore({
-    apiKeys: staticApiKeys(STATIC_KEYS),
+    apiKeys: [stores.managedKeys, staticApiKeys(STATIC_KEYS)],
     categories: stores.categories,
     rateLimit: { store: stores.keys, anonymousStore: stores.anonymous, ...options.rateLimit },
     clock,

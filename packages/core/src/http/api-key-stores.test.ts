@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { testApiKeyRecordStore } from '../../test-support/api-key-record-store.js';
+import { testRateLimitStore } from '../../test-support/rate-limit-store.js';
 import { CLIENT_ADDRESS, FREE_KEY, expectError, keyIdOf, testPetstore } from '../../test-support/petstore.js';
 import { staticApiKeys, type ApiKeyStore } from '../auth/api-key.js';
 import { managedApiKeys } from '../auth/managed-api-keys.js';
@@ -131,6 +132,33 @@ describe('managed keys through the pipeline', () => {
     expect((await petstore.handle(get(first.key))).status).toBe(200);
     clock.advance(3_540_000); // an hour after issue
     expectError(await petstore.handle(get(first.key)), 401, 'unauthorized');
+  });
+});
+
+describe('cached-only lookups while a caller is refused', () => {
+  it('tell callers apart by the host\'s anonymousKey when it has one', async () => {
+    const clock = fakeClock();
+    const records = testApiKeyRecordStore();
+    const managed = managedApiKeys({ store: records, clock });
+    const { petstore } = testPetstore({
+      apiKeys: [managed],
+      clock,
+      rateLimit: {
+        store: testRateLimitStore(),
+        anonymous: { requestsPerMinute: 2, requestsPerDay: 100 },
+        anonymousKey: (request) => request.headers['x-session'] as string | undefined,
+      },
+    });
+    const valid = await managed.issue({ accountId: 'acme', plan: 'pro' });
+    const from = (session: string, key: string): PetstoreRequest => ({ ...get(key), headers: { ...get(key).headers, 'x-session': session } });
+    for (let n = 0; n < 3; n++) await petstore.handle(from('flooder', generateManagedKey('pet_')));
+    expect(records.digestLookups).toBe(3); // 2 admitted as anonymous, then the one refused
+    for (let n = 0; n < 10; n++) expect((await petstore.handle(from('flooder', generateManagedKey('pet_')))).status).toBe(429);
+    expectError(await petstore.handle(from('flooder', valid.key)), 429, 'rate_limited'); // uncached: not looked up
+    expect(records.digestLookups).toBe(3);
+    expect((await petstore.handle(from('someone-else', valid.key))).status).toBe(200); // same address, other session
+    expect(records.digestLookups).toBe(4);
+    expect((await petstore.handle(from('flooder', valid.key))).status).toBe(200); // cached now: served
   });
 });
 

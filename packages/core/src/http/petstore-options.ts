@@ -56,7 +56,9 @@ export interface PetstoreRateLimitOptions extends Omit<RateLimiterOptions, 'cloc
    * a string (a client address your infrastructure vouches for, a session id …) or `undefined`. Default:
    * the client address the framework reports (`request.clientAddress`), IPv6 grouped by `ipv6Subnet`. An
    * `undefined` answer, like a missing or unparseable address, puts the caller in one shared `unknown`
-   * counter and is warned about once (`PETSTORE_NO_CLIENT_ADDRESS`).
+   * counter and is warned about once (`PETSTORE_NO_CLIENT_ADDRESS`). While some caller is refused by the
+   * anonymous limits, it is also called for requests that present a key, to tell whether their caller is the
+   * refused one (its keys are then looked up in memory only; see docs/keys.md, "Under attack").
    * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#anonymous-callers
    */
   anonymousKey?: (request: AnonymousRequest) => string | undefined;
