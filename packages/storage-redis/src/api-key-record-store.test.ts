@@ -404,7 +404,7 @@ describe.skipIf(skipRedis)('redisApiKeyRecordStore against Redis', () => {
     }
   });
 
-  it('closes its watches: close() of a watch and of the store end their subscriber connections', async () => {
+  it('closes its watches: close() of a watch and of the store end their subscriber connections, one still starting too', async () => {
     const admin = connect();
     const name = `closing-${randomUUID()}`;
     const { store } = newStore({ client: connect({ connectionName: name }) });
@@ -412,7 +412,10 @@ describe.skipIf(skipRedis)('redisApiKeyRecordStore against Redis', () => {
     await store.watch(recorder().listener);
     expect(await subscriberIds(admin, name)).toHaveLength(2);
     await first.close();
+    const starting = store.watch(recorder().listener); // closed as soon as it listens
     await store.close();
+    await expect(starting).rejects.toThrow(/closed while watch\(\) started/);
+    await expect(store.watch(recorder().listener)).rejects.toThrow(/closed/);
     // QUIT is answered before the server drops the connection: wait for the server to see them go.
     while ((await subscriberIds(admin, name)).length > 0) await new Promise((resolve) => setImmediate(resolve));
     expect(await subscriberIds(admin, name)).toEqual([]);

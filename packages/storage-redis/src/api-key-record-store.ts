@@ -69,7 +69,10 @@ export interface RedisApiKeyRecordStoreOptions {
 /** An {@link ApiKeyRecordStore} in Redis, with `watch` (Redis pub/sub) and `close`. */
 export interface RedisApiKeyRecordStore extends ApiKeyRecordStore {
   watch(listener: ApiKeyRecordWatcher): Promise<{ close(): Promise<void> }>;
-  /** Stops every watch this store started (their subscriber connections). Never closes `client`. */
+  /**
+   * Stops every watch this store started (their subscriber connections), also one still starting; `watch()`
+   * rejects from then on. Reads and mutations go on (they use `client`, which the store never closes).
+   */
   close(): Promise<void>;
 }
 
@@ -203,6 +206,7 @@ export function redisApiKeyRecordStore(options: RedisApiKeyRecordStoreOptions): 
   }
 
   const watches = new Set<{ close(): Promise<void> }>();
+  let closed = false; // by close(): no watch is started any more
 
   /** The record after a mutation script, or undefined when there was none; `2` is a digest conflict. */
   function mutated(keyId: string, reply: MutationReply): ApiKeyRecord | undefined {
@@ -291,7 +295,13 @@ export function redisApiKeyRecordStore(options: RedisApiKeyRecordStoreOptions): 
     },
 
     async watch(listener) {
+      if (closed) throw new Error('The API-key record store is closed: watch() after close()');
       const watch = await watchChannel(client, channel, callTimeoutMs, listener);
+      if (closed) {
+        // close() ran while this watch was starting: it ends here, like the others.
+        await watch.close();
+        throw new Error('The API-key record store was closed while watch() started');
+      }
       const tracked = {
         async close() {
           watches.delete(tracked);
@@ -303,6 +313,7 @@ export function redisApiKeyRecordStore(options: RedisApiKeyRecordStoreOptions): 
     },
 
     async close() {
+      closed = true;
       await Promise.all([...watches].map((watch) => watch.close()));
     },
   };

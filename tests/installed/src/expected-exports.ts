@@ -21,8 +21,8 @@ export const EXPECTED_EXPORTS: Record<string, { values: string[]; types: string[
     types: ['MemoryApiKeyRecordStore','MemoryApiKeyRecordStoreOptions','MemoryCategoryStore','MemoryCategoryStoreOptions','MemoryRateLimitStore','MemoryRateLimitStoreOptions'],
   },
   '@petstore/storage-redis': {
-    values: ['CONSUME_COMMAND','CREATE_CATEGORY_COMMAND','DEFAULT_CALL_TIMEOUT_MS','DEFAULT_KEY_PREFIX','RedisTimeoutError','categoryRedisKeys','rateLimitRedisKey','redisCategoryStore','redisRateLimitStore'],
-    types: ['RedisCategoryStore','RedisCategoryStoreOptions','RedisRateLimitStore','RedisRateLimitStoreOptions'],
+    values: ['CONSUME_COMMAND','CREATE_CATEGORY_COMMAND','DEFAULT_CALL_TIMEOUT_MS','DEFAULT_KEY_PREFIX','RedisTimeoutError','apiKeyRedisKeys','categoryRedisKeys','rateLimitRedisKey','redisApiKeyRecordStore','redisCategoryStore','redisRateLimitStore'],
+    types: ['RedisApiKeyRecordStore','RedisApiKeyRecordStoreOptions','RedisCategoryStore','RedisCategoryStoreOptions','RedisRateLimitStore','RedisRateLimitStoreOptions'],
   },
   '@petstore/storage-redis/testing': {
     values: ['isRedisCliInstalled','isRedisServerInstalled','resolveTestRedis','resolveTestRedisCluster','startRedisCluster','startRedisServer'],
