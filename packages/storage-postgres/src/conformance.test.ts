@@ -1,10 +1,11 @@
 /**
- * The core's storage conformance suites, run against both PostgreSQL stores on a real server; each case gets a
+ * The core's storage conformance suites, run against the PostgreSQL stores on a real server; each case gets a
  * freshly migrated schema of its own.
  */
-import { runCategoryStoreConformance, runRateLimitStoreConformance } from '@petstore/core/testing';
+import { runApiKeyRecordStoreConformance, runCategoryStoreConformance, runRateLimitStoreConformance } from '@petstore/core/testing';
 import { describe, it } from 'vitest';
 import { postgresRateLimitStore } from './rate-limit-store.js';
+import { postgresApiKeyHarness } from '../test-support/api-key-harness.js';
 import { postgresCategoryHarness } from '../test-support/category-harness.js';
 import { endPool, migratedSchema, skipPostgres } from '../test-support/postgres.js';
 
@@ -39,4 +40,13 @@ runCategoryStoreConformance(test, {
   capabilities: { capacity: false },
   // With holdWrites/whenBlocked: the idempotent burst holds the category writes until all 50 calls wait in PostgreSQL.
   createStore: () => postgresCategoryHarness(),
+});
+
+runApiKeyRecordStoreConformance(test, {
+  name: 'postgresApiKeyRecordStore conformance',
+  // No maxRecords: the table is bounded by the database's own means.
+  capabilities: { capacity: false },
+  // With holdWrites/whenBlocked: the parallel cases hold the table's writes until every call waits in PostgreSQL;
+  // other() is a second instance on a pool of its own; breakNotifications() terminates the LISTEN sessions.
+  createStore: () => postgresApiKeyHarness(),
 });

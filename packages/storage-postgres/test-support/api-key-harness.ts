@@ -1,0 +1,74 @@
+/**
+ * The PostgreSQL API-key record store as the core's conformance suite takes it (`ApiKeyRecordStoreHarness`): a store
+ * on a freshly migrated schema of its own, a second instance on a pool of its own (`other`), the LISTEN sessions of
+ * its watchers terminated on demand (`breakNotifications`), and its writes held at a table lock (`holdWrites`).
+ */
+import type { ApiKeyRecordStoreHarness } from '@petstore/core/testing';
+import { postgresApiKeyRecordStore } from '../src/api-key-record-store.js';
+import { migratePostgres } from '../src/migrate.js';
+import { postgresApiKeysChannel } from '../src/names.js';
+import { whenCallsBlocked } from './hold-writes.js';
+import { connectPool, endPool, uniqueSchema } from './postgres.js';
+
+/** Connections of the store's pool: the parallel cases need all their calls (up to 50) inside PostgreSQL at once. */
+const STORE_CONNECTIONS = 55;
+
+/**
+ * A harness for one conformance case. The store's `callTimeoutMs` is the case's timeout (20 s): held calls wait
+ * until all have opened their connections and arrived, which a busy machine may take longer than a second to do.
+ */
+export async function postgresApiKeyHarness(): Promise<ApiKeyRecordStoreHarness> {
+  const pool = connectPool({ max: STORE_CONNECTIONS });
+  const control = connectPool({ max: 2 });
+  const otherPool = connectPool();
+  const schema = uniqueSchema('keys');
+  try {
+    await migratePostgres({ pool, schema });
+  } catch (error) {
+    await Promise.all([endPool(pool), endPool(control), endPool(otherPool)]);
+    throw error;
+  }
+  const store = postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: 20_000 });
+  const other = postgresApiKeyRecordStore({ pool: otherPool, schema, callTimeoutMs: 20_000 });
+  const listen = `LISTEN "${postgresApiKeysChannel({ schema })}"`;
+  return {
+    store,
+    other: () => other,
+    async breakNotifications() {
+      // The sessions of the store's watchers (only they listen on this schema's channel), as a network failure would.
+      const { rows } = await control.query<{ ended: boolean }>(
+        'SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity WHERE query = $1 AND pid <> pg_backend_pid()',
+        [listen],
+      );
+      if (rows.length === 0) throw new Error('no LISTEN session to terminate');
+    },
+    async holdWrites() {
+      // SHARE mode lets reads through and makes every UPDATE and INSERT of the table wait (ROW EXCLUSIVE).
+      const client = await control.connect();
+      try {
+        await client.query('BEGIN');
+        await client.query(`LOCK TABLE "${schema}".petstore_api_keys IN SHARE MODE`);
+      } catch (error) {
+        client.release(error instanceof Error ? error : true);
+        throw error;
+      }
+      let released = false;
+      return {
+        async release() {
+          if (released) return;
+          released = true;
+          try {
+            await client.query('COMMIT');
+          } finally {
+            client.release();
+          }
+        },
+      };
+    },
+    whenBlocked: (count) => whenCallsBlocked(control, schema, count),
+    async close() {
+      await Promise.all([store.close(), other.close()]);
+      await Promise.all([endPool(pool), endPool(control), endPool(otherPool)]);
+    },
+  };
+}
