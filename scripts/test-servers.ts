@@ -30,6 +30,7 @@ const SERVERS_OF_PROJECT: Readonly<Record<string, readonly ServerKind[]>> = {
   '@petstore/storage-redis': ['redis', 'redisCluster', 'valkey'],
   '@petstore/storage-postgres': ['postgres'],
   '@petstore/redis-tests': ['redis', 'redisCluster'],
+  '@petstore/cli': ['postgres', 'redis'],
 };
 
 type Started = { found: FoundServers[ServerKind]; stop: () => Promise<void> };

@@ -94,6 +94,18 @@ describe('example configuration', () => {
     expect(startupBanner(configured, 'http://127.0.0.1:3000', 'Express')).not.toContain('topsecret');
   });
 
+  it('tells how to issue a managed key when the keys live in PostgreSQL or Redis, and not on memory storage', () => {
+    const lines = (env: NodeJS.ProcessEnv) => startupBanner(readConfig(env), 'http://127.0.0.1:3000', 'Fastify').split('\n');
+    const issue = '  npx petstore keys issue --account acme --plan free';
+    expect(lines({ PETSTORE_DATABASE_URL: 'postgres://127.0.0.1/petstore', PETSTORE_REDIS_URL: 'redis://127.0.0.1:6379' })).toEqual(
+      expect.arrayContaining(['Managed API keys are read from PostgreSQL: issue one with the same PETSTORE_DATABASE_URL set, e.g.', issue]),
+    );
+    expect(lines({ PETSTORE_REDIS_URL: 'redis://127.0.0.1:6379' })).toEqual(
+      expect.arrayContaining(['Managed API keys are read from Redis: issue one with the same PETSTORE_REDIS_URL set, e.g.', issue]),
+    );
+    expect(lines({}).join('\n')).not.toContain('Managed API keys');
+  });
+
   it('reads HEADERS_TIMEOUT_MS and REQUEST_TIMEOUT_MS (default 10 s and 30 s), and refuses anything but positive whole ms', () => {
     expect(readConfig({})).toMatchObject({ headersTimeoutMs: 10_000, requestTimeoutMs: 30_000 });
     expect([DEFAULT_HEADERS_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS]).toEqual([10_000, 30_000]);

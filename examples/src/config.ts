@@ -5,10 +5,14 @@
  * - `PETSTORE_API_KEYS`: comma-separated `key:plan` pairs, plan one of free, pro, business, enterprise;
  *   an enterprise key may carry its custom limits as `key:enterprise:<perMinute>:<perDay>`.
  *   Without it, a random demo key on the free plan is created and printed.
- * - `PETSTORE_DATABASE_URL`: when set (e.g. `postgres://user:pass@127.0.0.1:5432/petstore`), categories live in
- *   PostgreSQL, and so do rate limits unless `PETSTORE_REDIS_URL` is set too; the tables are created at start-up.
+ * - `PETSTORE_DATABASE_URL`: when set (e.g. `postgres://user:pass@127.0.0.1:5432/petstore`), categories and
+ *   managed API keys live in PostgreSQL, and so do rate limits unless `PETSTORE_REDIS_URL` is set too; the tables
+ *   are created at start-up.
  * - `PETSTORE_REDIS_URL`: when set (e.g. `redis://127.0.0.1:6379`), rate limits live in Redis, and so do
- *   categories unless `PETSTORE_DATABASE_URL` is set too. Neither set: this process's memory.
+ *   categories and managed API keys unless `PETSTORE_DATABASE_URL` is set too. Neither set: this process's memory,
+ *   and no managed keys.
+ * - Managed API keys (either URL set) are issued, rotated and revoked with the `petstore` command of
+ *   @petstore/cli, given the same variables; `PETSTORE_API_KEYS` (or the demo key) keep working beside them.
  * - `PETSTORE_STORE_FAILURE` (or its older name `PETSTORE_REDIS_FAILURE`): while the rate-limit store (Redis or
  *   PostgreSQL) is unreachable, `closed` (default) answers 503 with `Retry-After`, `open` lets requests proceed,
  *   limited per process.
@@ -202,10 +206,21 @@ export function parseOperationCosts(text: string): Partial<Record<CostName, numb
   return costs;
 }
 
-/** What a server prints once listening: where, and for a demo key a ready-to-paste curl line. */
+/**
+ * What a server prints once listening: where; on PostgreSQL or Redis, how to issue a managed key; and for a demo key
+ * a ready-to-paste curl line.
+ */
 export function startupBanner(config: ExampleConfig, url: string, framework: string): string {
   const storage = describeStorage(config);
   const lines = [`petstore categories API (${framework}, ${storage}) listening on ${url}/v1`];
+  const managedIn = config.databaseUrl !== undefined ? 'PostgreSQL' : config.redisUrl !== undefined ? 'Redis' : undefined;
+  if (managedIn !== undefined) {
+    const variable = managedIn === 'PostgreSQL' ? 'PETSTORE_DATABASE_URL' : 'PETSTORE_REDIS_URL';
+    lines.push(
+      `Managed API keys are read from ${managedIn}: issue one with the same ${variable} set, e.g.`,
+      `  npx petstore keys issue --account acme --plan free`,
+    );
+  }
   if (config.demoKey !== undefined) {
     lines.push(
       `PETSTORE_API_KEYS is not set, so a demo key on the free plan was created for this run (a new one, with full`,
@@ -219,7 +234,7 @@ export function startupBanner(config: ExampleConfig, url: string, framework: str
     lines.push(`${config.apiKeys.length} API key(s) loaded from PETSTORE_API_KEYS.`);
   }
   if ((config.redisUrl !== undefined || config.databaseUrl !== undefined) && config.demoKey !== undefined) {
-    lines.push('Several instances share quotas only for shared keys: set the same PETSTORE_API_KEYS on each.');
+    lines.push('Several instances share quotas only for shared keys: issue managed keys, or set the same PETSTORE_API_KEYS on each.');
   }
   return lines.join('\n');
 }

@@ -1,4 +1,14 @@
-import { createPetstore, staticApiKeys, type CategoryStore, type Petstore, type RateLimitStore, type StoreFailurePolicy } from '@petstore/core';
+import {
+  createPetstore,
+  managedApiKeys,
+  staticApiKeys,
+  type ApiKeyRecordStore,
+  type CategoryStore,
+  type ManagedApiKeys,
+  type Petstore,
+  type RateLimitStore,
+  type StoreFailurePolicy,
+} from '@petstore/core';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
 import { redactUrl, type ExampleConfig } from './config.js';
 import { exampleHandlers } from './host-operations.js';
@@ -42,6 +52,11 @@ export interface ExamplePetstore {
  *
  * Reset times come from the rate-limit store's clock (Redis's or PostgreSQL's).
  *
+ * Managed API keys (PostgreSQL or Redis): the keys an operator issues, rotates and revokes with the `petstore`
+ * command (@petstore/cli) live beside the categories — in PostgreSQL when it is configured, else in Redis — and
+ * are asked first (`managedApiKeys`, with its cache, told of every change by LISTEN/NOTIFY or pub/sub); the
+ * configured or demo keys (`staticApiKeys`) keep working beside them.
+ *
  * The PostgreSQL and Redis packages (and their clients) are imported only when configured: a server on memory
  * storage starts without loading them.
  *
@@ -67,15 +82,19 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
     };
   }
   const closers: Array<() => Promise<void>> = [];
+  let managed: ManagedApiKeys | undefined;
+  // The key manager first (it stops watching for changes), then the clients it used.
   const close = async () => {
+    await managed?.close();
     await Promise.all(closers.map((closeOne) => closeOne()));
   };
   let categories: CategoryStore | undefined;
   let store: RateLimitStore | undefined;
+  let keyRecords: ApiKeyRecordStore | undefined;
   try {
     if (config.databaseUrl !== undefined) {
       const url = config.databaseUrl;
-      const [{ default: pg }, { migratePostgres, postgresCategoryStore, postgresRateLimitStore }] = await Promise.all([
+      const [{ default: pg }, { migratePostgres, postgresApiKeyRecordStore, postgresCategoryStore, postgresRateLimitStore }] = await Promise.all([
         import('pg'),
         import('@petstore/storage-postgres'),
       ]);
@@ -88,10 +107,14 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
       });
       categories = postgresCategoryStore({ pool, callTimeoutMs: 500 });
       store = postgresRateLimitStore({ pool, callTimeoutMs: 500 });
+      keyRecords = postgresApiKeyRecordStore({ pool, callTimeoutMs: 500 });
     }
     if (config.redisUrl !== undefined) {
       const url = config.redisUrl;
-      const [{ Redis }, { redisCategoryStore, redisRateLimitStore }] = await Promise.all([import('ioredis'), import('@petstore/storage-redis')]);
+      const [{ Redis }, { redisApiKeyRecordStore, redisCategoryStore, redisRateLimitStore }] = await Promise.all([
+        import('ioredis'),
+        import('@petstore/storage-redis'),
+      ]);
       const client = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true });
       // Reported per request through the failure policy; the last one also explains a failed start-up, where
       // connect() itself only rejects with "Connection is closed.".
@@ -107,6 +130,7 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
       });
       categories ??= redisCategoryStore({ client, callTimeoutMs: 500 });
       store = redisRateLimitStore({ client, callTimeoutMs: 500 });
+      keyRecords ??= redisApiKeyRecordStore({ client, callTimeoutMs: 500 });
     }
   } catch (error) {
     await close();
@@ -120,9 +144,18 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
   let lastReport = 0;
   let petstore: Petstore;
   try {
+    managed = managedApiKeys({ store: keyRecords as ApiKeyRecordStore });
+    // Listening for the store's notifications before the server takes requests: a key revoked from then on is
+    // refused by this instance as soon as the revocation commits.
+    await managed.ready().catch((error: unknown) => {
+      const variable = config.databaseUrl !== undefined ? 'PETSTORE_DATABASE_URL' : 'PETSTORE_REDIS_URL';
+      throw new Error(`${variable}: cannot watch the managed API keys: ${describeError(error)}`, { cause: error });
+    });
     petstore = createNamingCosts({
       ...common,
-      apiKeys: staticApiKeys(config.apiKeys),
+      // Managed keys first: a key of their format is looked up there (a cached answer, mostly); any other key goes
+      // on to the configured ones.
+      apiKeys: [managed, staticApiKeys(config.apiKeys)],
       categories: categories as CategoryStore,
       rateLimit: {
         store: store as RateLimitStore,

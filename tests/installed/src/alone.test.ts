@@ -17,6 +17,8 @@ const PEERS: Record<PackageName, { ours: PackageName[]; theirs: string[] }> = {
   '@petstore/adapter-fastify': { ours: ['@petstore/core'], theirs: ['fastify'] },
   '@petstore/adapter-express': { ours: ['@petstore/core'], theirs: ['express'] },
   '@petstore/client': { ours: [], theirs: [] },
+  // A command: its database clients are dependencies of its own, installed with it.
+  '@petstore/cli': { ours: ['@petstore/core', '@petstore/storage-postgres', '@petstore/storage-redis'], theirs: [] },
 };
 
 const { folder, tarballs } = inject('installed');

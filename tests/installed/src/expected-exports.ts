@@ -44,6 +44,10 @@ export const EXPECTED_EXPORTS: Record<string, { values: string[]; types: string[
     values: ['default','petstoreExpress','petstoreGuard','principalOf'],
     types: ['PetstoreExpressHandlers','PetstoreExpressOptions'],
   },
+  '@petstore/cli': {
+    values: ['EXIT_CODES','runCli'],
+    types: ['CliIo','ExitCode'],
+  },
   '@petstore/client': {
     values: ['DEFAULT_ATTEMPT_TIMEOUT_MS','DEFAULT_RETRY','PetstoreClientError','backoffDelayMs','createPetstoreClient','isPetstoreClientError','parseRetryAfter','readRateLimitInfo'],
     types: ['Category','ErrorBody','ErrorCode','NewCategory','PetstoreCallOptions','PetstoreClient','PetstoreClientErrorCode','PetstoreClientErrorDetails','PetstoreClientOptions','PetstoreCreateOptions','PetstoreFetch','PetstoreFetchHeaders','PetstoreFetchInit','PetstoreFetchResponse','RateLimitInfo','ResolvedRetryOptions','RetryOptions'],

@@ -22,6 +22,7 @@ export const PACKAGES = {
   'adapter-fastify': '@petstore/adapter-fastify',
   'adapter-express': '@petstore/adapter-express',
   client: '@petstore/client',
+  cli: '@petstore/cli',
 } as const;
 export type PackageName = (typeof PACKAGES)[keyof typeof PACKAGES];
 
