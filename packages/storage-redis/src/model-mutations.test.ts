@@ -1,11 +1,12 @@
 /**
- * Mutation runs, skipped by default: each mutation is applied to a copy of the consume script (through the
- * client's `defineCommand`, never to the script the package ships), and the model comparison of
- * `@petstore/core/testing` and the rate-limit conformance suite are run against it on Redis, Redis Cluster and
- * Valkey. Every mutation marked `mustCatch` must fail the comparison on every backend; the table of what caught
- * what (seed and step) is printed for the record. (g) is caught by rate-limit-store.test.ts ("keeps usage per
- * window name across a plan change"), (h) by the conformance suite's expiry case: the comparison's plans keep
- * their window lengths, and its harness keeps keys longer than asked (see `keepKeysAnHourLonger`).
+ * Mutation runs: each mutation is applied to a copy of the consume script (through the client's
+ * `defineCommand`, never to the script the package ships) and the model comparison of `@petstore/core/testing`
+ * must fail on it. `npm test` runs every mutation marked `mustCatch` on Redis, Redis Cluster and Valkey, seed
+ * after seed until one catches it (a few dozen steps each). On demand, every seed, and the rate-limit
+ * conformance suite too, with the table of what caught what (seed and step) printed for the record. (g) is
+ * caught by rate-limit-store.test.ts ("keeps usage per window name across a plan change"), (h) by the
+ * conformance suite's expiry case: the comparison's plans keep their window lengths, and its harness keeps keys
+ * longer than asked (see `keepKeysAnHourLonger`).
  *
  *   PETSTORE_MUTATIONS=1 npx vitest run --project @petstore/storage-redis model-mutations
  */
@@ -106,54 +107,92 @@ async function outcomesOf(register: (test: ConformanceTestApi) => void): Promise
   return outcomes;
 }
 
-describe.runIf(process.env['PETSTORE_MUTATIONS'] === '1')('mutations of the consume script', () => {
-  const table: string[] = ['| mutation | backend | model comparison (first failure) | seeds failed | conformance cases failed |', '|---|---|---|---|---|'];
+const EVERY_SEED = process.env['PETSTORE_MUTATIONS'] === '1';
 
-  for (const mutation of MUTATIONS) {
-    for (const backend of BACKENDS) {
-      it.skipIf(backend.skip)(`${mutation.name}, on ${backend.on}`, { timeout: 300_000 }, async () => {
-        const storeOf = (time: 'request', blockCache: false) => {
-          const client = patchConsumeScript(backend.connect(), (lua) => keepKeysAnHourLonger(mutation.patch(lua)));
-          return { client, store: redisRateLimitStore({ client, keyPrefix: backend.prefix(), time, blockCache }) };
-        };
-        const comparison = await outcomesOf((test) =>
-          runRateLimitModelComparison({
-            ...test,
-            harness() {
-              const { client, store } = storeOf('request', false);
-              return { store, readState: (key) => readRateLimitState(client, store.redisKey(key)) };
-            },
-          }),
-        );
-        const failures = [...comparison.values()].filter((message): message is string => message !== undefined);
-        const conformance = await outcomesOf((test) =>
-          runRateLimitStoreConformance(test, {
-            name: 'conformance',
-            capabilities: { expiry: true, lostTtl: false },
-            createStore() {
-              // The conformance suite's expiry case reads the TTL the mutated script sets, so no longer TTL here.
-              const client = patchConsumeScript(backend.connect(), mutation.patch);
-              const store = redisRateLimitStore({ client, keyPrefix: backend.prefix(), time: 'request', blockCache: false });
-              return {
-                store,
-                async remainingTtlMs(key) {
-                  const ttl = await client.pttl(store.redisKey(key));
-                  return ttl === -2 ? undefined : ttl === -1 ? Number.POSITIVE_INFINITY : ttl;
-                },
-              };
-            },
-          }),
-        );
-        const failedCases = [...conformance].filter(([, message]) => message !== undefined).map(([name]) => name);
-        const first = failures[0]?.split('\n')[0]?.slice(0, 220) ?? 'not caught';
-        const cases = failedCases.length === 0 ? 'none' : `${failedCases.length} of ${conformance.size}, e.g. "${failedCases[0]}"`;
-        table.push(`| ${mutation.name} | ${backend.on} | ${first} | ${failures.length} of ${comparison.size} | ${cases} |`);
-        if (mutation.mustCatch) expect(failures.length, 'seeds on which the comparison failed').toBeGreaterThan(0);
-      });
-    }
-  }
-
-  it('prints the table', () => {
-    console.log(table.join('\n'));
+/** The comparison against the mutated script, seed after seed until one fails: that failure, or undefined. */
+async function firstCatch(mutation: Mutation, backend: (typeof BACKENDS)[number]): Promise<string | undefined> {
+  const cases: Array<() => Promise<void>> = [];
+  runRateLimitModelComparison({
+    describe: (_name, body) => body(),
+    it: (_name, body) => cases.push(body),
+    harness() {
+      const client = patchConsumeScript(backend.connect(), (lua) => keepKeysAnHourLonger(mutation.patch(lua)));
+      const store = redisRateLimitStore({ client, keyPrefix: backend.prefix(), time: 'request', blockCache: false });
+      return { store, readState: (key) => readRateLimitState(client, store.redisKey(key)) };
+    },
   });
-});
+  for (const body of cases) {
+    const failure = await body().then(
+      () => undefined,
+      (error: unknown) => String(error instanceof Error ? error.message : error),
+    );
+    if (failure !== undefined) return failure;
+  }
+  return undefined;
+}
+
+if (!EVERY_SEED) {
+  describe('the model comparison catches mutations of the consume script', () => {
+    for (const mutation of MUTATIONS.filter((each) => each.mustCatch)) {
+      for (const backend of BACKENDS) {
+        it.skipIf(backend.skip)(`${mutation.name}, on ${backend.on}`, { timeout: 120_000 }, async () => {
+          expect(await firstCatch(mutation, backend), 'the first seed that failed, with its step').toMatch(/^seed \d+, (after )?step \d+/);
+        });
+      }
+    }
+  });
+}
+
+if (EVERY_SEED) {
+  describe('mutations of the consume script', () => {
+    const table: string[] = ['| mutation | backend | model comparison (first failure) | seeds failed | conformance cases failed |', '|---|---|---|---|---|'];
+
+    for (const mutation of MUTATIONS) {
+      for (const backend of BACKENDS) {
+        it.skipIf(backend.skip)(`${mutation.name}, on ${backend.on}`, { timeout: 300_000 }, async () => {
+          const storeOf = (time: 'request', blockCache: false) => {
+            const client = patchConsumeScript(backend.connect(), (lua) => keepKeysAnHourLonger(mutation.patch(lua)));
+            return { client, store: redisRateLimitStore({ client, keyPrefix: backend.prefix(), time, blockCache }) };
+          };
+          const comparison = await outcomesOf((test) =>
+            runRateLimitModelComparison({
+              ...test,
+              harness() {
+                const { client, store } = storeOf('request', false);
+                return { store, readState: (key) => readRateLimitState(client, store.redisKey(key)) };
+              },
+            }),
+          );
+          const failures = [...comparison.values()].filter((message): message is string => message !== undefined);
+          const conformance = await outcomesOf((test) =>
+            runRateLimitStoreConformance(test, {
+              name: 'conformance',
+              capabilities: { expiry: true, lostTtl: false },
+              createStore() {
+                // The conformance suite's expiry case reads the TTL the mutated script sets, so no longer TTL here.
+                const client = patchConsumeScript(backend.connect(), mutation.patch);
+                const store = redisRateLimitStore({ client, keyPrefix: backend.prefix(), time: 'request', blockCache: false });
+                return {
+                  store,
+                  async remainingTtlMs(key) {
+                    const ttl = await client.pttl(store.redisKey(key));
+                    return ttl === -2 ? undefined : ttl === -1 ? Number.POSITIVE_INFINITY : ttl;
+                  },
+                };
+              },
+            }),
+          );
+          const failedCases = [...conformance].filter(([, message]) => message !== undefined).map(([name]) => name);
+          const first = failures[0]?.split('\n')[0]?.slice(0, 220) ?? 'not caught';
+          const cases = failedCases.length === 0 ? 'none' : `${failedCases.length} of ${conformance.size}, e.g. "${failedCases[0]}"`;
+          table.push(`| ${mutation.name} | ${backend.on} | ${first} | ${failures.length} of ${comparison.size} | ${cases} |`);
+          if (mutation.mustCatch) expect(failures.length, 'seeds on which the comparison failed').toBeGreaterThan(0);
+        });
+      }
+    }
+
+    it('prints the table', () => {
+      console.log(table.join('\n'));
+    });
+  });
+}
