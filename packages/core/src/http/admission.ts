@@ -64,7 +64,8 @@ export interface PetstoreRateLimits {
   peek(subject: PetstoreRateLimitSubject): Promise<RateLimitPeek>;
   /**
    * Clears the caller's record: for a key or an account, the account's windows (shared by its keys) and the bans
-   * of all its keys; for an anonymous caller, its windows and ban. A ban lifted so is obeyed by the next request.
+   * of all its keys; for an anonymous caller, its windows and ban. This instance obeys it from the next request;
+   * other instances as their store allows (a Redis store's block cache: within `blockCache.maxAgeMs`, 1 s by default).
    * Fail-open insurance stores (per process) are not reset.
    * @throws as {@link PetstoreRateLimits.peek}.
    */
