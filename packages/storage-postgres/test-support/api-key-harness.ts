@@ -7,7 +7,7 @@ import type { ApiKeyRecordStoreHarness } from '@petstore/core/testing';
 import { postgresApiKeyRecordStore } from '../src/api-key-record-store.js';
 import { migratePostgres } from '../src/migrate.js';
 import { postgresApiKeysChannel } from '../src/names.js';
-import { whenCallsBlocked } from './hold-writes.js';
+import { holdTableWrites, whenCallsBlocked } from './hold-writes.js';
 import { connectPool, endPool, uniqueSchema } from './postgres.js';
 
 /** Connections of the store's pool: the parallel cases need all their calls (up to 50) inside PostgreSQL at once. */
@@ -42,29 +42,7 @@ export async function postgresApiKeyHarness(): Promise<ApiKeyRecordStoreHarness>
       );
       if (rows.length === 0) throw new Error('no LISTEN session to terminate');
     },
-    async holdWrites() {
-      // SHARE mode lets reads through and makes every UPDATE and INSERT of the table wait (ROW EXCLUSIVE).
-      const client = await control.connect();
-      try {
-        await client.query('BEGIN');
-        await client.query(`LOCK TABLE "${schema}".petstore_api_keys IN SHARE MODE`);
-      } catch (error) {
-        client.release(error instanceof Error ? error : true);
-        throw error;
-      }
-      let released = false;
-      return {
-        async release() {
-          if (released) return;
-          released = true;
-          try {
-            await client.query('COMMIT');
-          } finally {
-            client.release();
-          }
-        },
-      };
-    },
+    holdWrites: () => holdTableWrites(control, schema, 'petstore_api_keys'),
     whenBlocked: (count) => whenCallsBlocked(control, schema, count),
     async close() {
       await Promise.all([store.close(), other.close()]);

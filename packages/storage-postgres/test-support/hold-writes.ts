@@ -11,11 +11,19 @@ import type pg from 'pg';
  * idempotency table, not locked) and then waits at its category insert, its claim uncommitted; the calls with the
  * same key wait for that claim. Resolves once the lock is held.
  */
-export async function holdCategoryWrites(pool: pg.Pool, schema: string, categoriesTable = 'petstore_categories'): Promise<{ release(): Promise<void> }> {
+export function holdCategoryWrites(pool: pg.Pool, schema: string, categoriesTable = 'petstore_categories'): Promise<{ release(): Promise<void> }> {
+  return holdTableWrites(pool, schema, categoriesTable);
+}
+
+/**
+ * Holds every write to `"<schema>"."<table>"` the same way (SHARE mode lets reads through and makes every
+ * `INSERT` and `UPDATE` wait) until `release()`. Resolves once the lock is held.
+ */
+export async function holdTableWrites(pool: pg.Pool, schema: string, table: string): Promise<{ release(): Promise<void> }> {
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
-    await client.query(`LOCK TABLE "${schema}"."${categoriesTable}" IN SHARE MODE`);
+    await client.query(`LOCK TABLE "${schema}"."${table}" IN SHARE MODE`);
   } catch (error) {
     client.release(error instanceof Error ? error : true);
     throw error;

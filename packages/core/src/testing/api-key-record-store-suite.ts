@@ -17,6 +17,7 @@ import type { ApiKeyRecord, ApiKeyRecordChange, ApiKeyRecordStore, ApiKeyRecordW
 import { generateKeyId } from '../auth/managed-key-format.js';
 import { isPetstoreError } from '../errors.js';
 import { whileWritesHeld } from './hold-writes.js';
+import { storeCases } from './store-cases.js';
 import type { ConformanceTestApi } from './test-api.js';
 
 /** A fresh, empty store for one case, and what the suite needs around it. */
@@ -173,26 +174,7 @@ function recordingWatcher() {
 export function runApiKeyRecordStoreConformance(test: ConformanceTestApi, options: ApiKeyRecordStoreConformanceOptions): void {
   const timeoutMs = options.timeoutMs ?? 20_000;
   const capabilities = { capacity: true, watch: true, reconnect: true, ...options.capabilities };
-  const caseWith = (
-    name: string,
-    body: (store: ApiKeyRecordStore, harness: ApiKeyRecordStoreHarness) => Promise<void>,
-    storeOptions: { maxRecords?: number } = {},
-    enabled = true,
-  ) => {
-    if (!enabled) return;
-    test.it(
-      name,
-      async () => {
-        const harness = await options.createStore(storeOptions);
-        try {
-          await body(harness.store, harness);
-        } finally {
-          await harness.close?.();
-        }
-      },
-      timeoutMs,
-    );
-  };
+  const caseWith = storeCases(test, (storeOptions: { maxRecords?: number }) => options.createStore(storeOptions), timeoutMs);
   const watchOf = (store: ApiKeyRecordStore, listener: ApiKeyRecordWatcher) => {
     if (store.watch === undefined) assert.fail('the store has no watch(listener): set capabilities.watch to false');
     return store.watch(listener);

@@ -7,6 +7,7 @@ import { isPetstoreError } from '../errors.js';
 import type { Category } from '../schemas.js';
 import type { CategoryStore, IdempotentCreateRequest } from '../storage/category-store.js';
 import { whileWritesHeld } from './hold-writes.js';
+import { storeCases } from './store-cases.js';
 import type { ConformanceTestApi } from './test-api.js';
 
 /** A fresh store for one case, with optional hooks that make its concurrency cases deterministic. */
@@ -55,26 +56,7 @@ export interface CategoryStoreConformanceOptions {
 /** Registers the conformance cases. Each case gets a fresh store from `createStore`. */
 export function runCategoryStoreConformance(test: ConformanceTestApi, options: CategoryStoreConformanceOptions): void {
   const timeoutMs = options.timeoutMs ?? 20_000;
-  const caseWith = (
-    name: string,
-    body: (store: CategoryStore, harness: CategoryStoreHarness) => Promise<void>,
-    storeOptions: { maxCategories?: number } = {},
-    enabled = true,
-  ) => {
-    if (!enabled) return;
-    test.it(
-      name,
-      async () => {
-        const harness = await options.createStore(storeOptions);
-        try {
-          await body(harness.store, harness);
-        } finally {
-          await harness.close?.();
-        }
-      },
-      timeoutMs,
-    );
-  };
+  const caseWith = storeCases(test, (storeOptions: { maxCategories?: number }) => options.createStore(storeOptions), timeoutMs);
 
   /** An idempotent create's request: a key and fingerprint made of `label` (64 hex characters each, as the library's). */
   const idempotent = (key: string, fingerprint = 'a', retentionMs = 60_000): IdempotentCreateRequest => ({

@@ -13,6 +13,7 @@
 import assert from 'node:assert/strict';
 import { DAY_MS, MINUTE_MS } from '../rate-limit/plans.js';
 import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitStore, RateLimitWindow, WindowUsage } from '../rate-limit/types.js';
+import { storeCases } from './store-cases.js';
 import type { ConformanceTestApi } from './test-api.js';
 
 /** A fresh store for one case, with optional hooks into its expiry. */
@@ -80,21 +81,9 @@ function usage(result: ConsumeResult, name: string): WindowUsage {
  */
 export function runRateLimitStoreConformance(test: ConformanceTestApi, options: RateLimitStoreConformanceOptions): void {
   const timeoutMs = options.timeoutMs ?? 20_000;
-  const caseWith = (name: string, body: (harness: RateLimitStoreHarness) => Promise<void>, enabled = true) => {
-    if (!enabled) return;
-    test.it(
-      name,
-      async () => {
-        const harness = await options.createStore();
-        try {
-          await body(harness);
-        } finally {
-          await harness.close?.();
-        }
-      },
-      timeoutMs,
-    );
-  };
+  const cases = storeCases(test, () => options.createStore(), timeoutMs);
+  const caseWith = (name: string, body: (harness: RateLimitStoreHarness) => Promise<void>, enabled = true) =>
+    cases(name, (_store, harness) => body(harness), undefined, enabled);
 
   test.describe(options.name ?? 'RateLimitStore conformance', () => {
     caseWith('admits exactly the quota under a burst of parallel consumes, never one more', async ({ store }) => {

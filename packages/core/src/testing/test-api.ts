@@ -6,3 +6,4 @@ export interface ConformanceTestApi {
   describe(name: string, body: () => void): void;
   it(name: string, body: () => Promise<void>, timeoutMs?: number): void;
 }
+
