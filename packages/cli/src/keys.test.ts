@@ -1,5 +1,6 @@
 /**
- * `petstore keys …`, the built command run as an operator runs it, on PostgreSQL and on Redis: exit statuses,
+ * `petstore keys …` (through `runCli`, what the built command runs; usage.test.ts runs the built command itself),
+ * on PostgreSQL and on Redis: exit statuses,
  * the --json objects, the tables, not-found and revoked keys, the key printed by issue and rotate only, and
  * nothing written by a command that fails.
  */

@@ -1,17 +1,18 @@
 /**
- * The built command's help and usage errors: a usage error exits 2 with one line on stderr and nothing on
- * stdout, before any store is opened (the URLs here lead nowhere: a command that tried to connect would exit 1).
+ * Help and usage errors: a usage error exits 2 with one line on stderr and nothing on stdout, before any store
+ * is opened (the URLs here lead nowhere: a command that tried to connect would exit 1). The built command, in a
+ * process of its own, for its exit statuses and streams; the rest through `runCli`.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { petstore } from '../test-support/petstore.js';
+import { petstore, petstoreProcess } from '../test-support/petstore.js';
 
 // Port 1 on the loopback interface refuses connections: reaching it would be exit 1, not 2.
 const NOWHERE = { PETSTORE_DATABASE_URL: 'postgres://127.0.0.1:1/petstore' };
 
 describe('petstore --help and --version', () => {
-  it('--help lists every command, the environment and the exit statuses; exit 0', async () => {
-    const help = await petstore(['--help']);
+  it('--help lists every command, the environment and the exit statuses; exit 0 (the built command)', async () => {
+    const help = await petstoreProcess(['--help']);
     expect({ code: help.code, stderr: help.stderr }).toEqual({ code: 0, stderr: '' });
     for (const command of ['keys issue', 'keys rotate', 'keys revoke', 'keys list', 'keys show', 'keys update', 'limits show', 'limits reset']) {
       expect(help.stdout).toMatch(new RegExp(`^  petstore ${command} `, 'm'));
@@ -33,9 +34,24 @@ describe('petstore --help and --version', () => {
     expect((await petstore(['limits', '--help'])).stdout).toContain('petstore limits reset (--key-id <keyId> | --account <id> | --address <ip>)');
   });
 
-  it('--version prints the version of package.json', async () => {
+  it('--version prints the version of package.json (the built command)', async () => {
     const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
-    expect(await petstore(['--version'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+    expect(await petstoreProcess(['--version'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+  });
+
+  it('a usage error of the built command: exit 2, one line on stderr, nothing on stdout', async () => {
+    expect(await petstoreProcess(['keys', 'issue', '--plan', 'pro'], NOWHERE)).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'petstore: keys issue: --account is required\n',
+    });
+  });
+
+  it('a store the built command cannot reach: exit 1, one line on stderr, no stack trace', async () => {
+    const result = await petstoreProcess(['keys', 'show', 'key_0000000000000000000000'], NOWHERE);
+    expect({ code: result.code, stdout: result.stdout }, result.stderr).toEqual({ code: 1, stdout: '' });
+    expect(result.stderr).toMatch(/^petstore: [^\n]+\n$/);
+    expect(result.stderr).toContain('PETSTORE_DATABASE_URL');
   });
 });
 
