@@ -8,12 +8,24 @@
  * system time (`INFO cpu`), and the PostgreSQL server's — the user + system time of the postmaster and every
  * process it started (backends, background workers), read from /proc, with the time of its exited children —
  * over the round ÷ the 200 answers.
+ *
+ * Beside them, API keys at scale: the memory server with 1,000 static keys, and with 1,000 managed keys
+ * (`managedApiKeys`) over a Redis or a PostgreSQL record store, the requests spread over the keys; for the managed
+ * ones, the record store's lookups (`findByDigest` calls) per 10,000 requests. And the flood: the record-store
+ * lookups 100,000 random tokens and 100,000 well-formed unknown keys from one address cost, sent in process through
+ * `petstore.handle` with the record store on Redis and on PostgreSQL.
+ *
+ * `BENCH_SERVERS=a,b` measures some of the servers only (and skips the flood), e.g. to compare two trees.
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
+import { createPetstore, managedApiKeys, type ApiKeyRecordStore, type PetstoreRequest } from '@petstore/core';
+import { memoryApiKeyRecordStore, memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
+import { postgresApiKeyRecordStore } from '@petstore/storage-postgres';
 import { resolveTestPostgres } from '@petstore/storage-postgres/testing';
+import { redisApiKeyRecordStore } from '@petstore/storage-redis';
 import { resolveTestRedis } from '@petstore/storage-redis/testing';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -22,10 +34,13 @@ import { redisCpuMicros } from './scaleout-bench.js';
 import {
   BENCH_KEY,
   CATEGORIES,
+  HUGE_QUOTA,
   PETSTORE_BACKENDS,
   POSTGRES_POOL_SIZE,
+  benchKeys,
   seedPostgres,
   serverNeeds,
+  type ApiKeysBackend,
   type Backend,
   type PetstoreServerName,
   type ServerDatabases,
@@ -38,14 +53,51 @@ export const BACKEND_SERVERS = [
   'fastify-petstore-postgres-limits',
   'fastify-petstore-postgres',
   'fastify-petstore-postgres-redis',
+  'fastify-petstore-static-1000',
+  'fastify-petstore-managed-redis',
+  'fastify-petstore-managed-postgres',
 ] as const satisfies readonly PetstoreServerName[];
+type BackendServer = (typeof BACKEND_SERVERS)[number];
 
-/** One server's result: medians over the rounds. */
+/** The API keys the requests to a server are spread over: 1,000 for the servers of the API-keys rows, else {@link BENCH_KEY} alone. */
+export const KEYS_PER_SERVER: Record<BackendServer, number> = {
+  'fastify-petstore': 1,
+  'fastify-petstore-redis': 1,
+  'fastify-petstore-postgres-limits': 1,
+  'fastify-petstore-postgres': 1,
+  'fastify-petstore-postgres-redis': 1,
+  'fastify-petstore-static-1000': 1000,
+  'fastify-petstore-managed-redis': 1000,
+  'fastify-petstore-managed-postgres': 1000,
+};
+
+/** Requests of each flood of {@link FloodRow}. */
+export const FLOOD_REQUESTS = 100_000;
+
+/** One flood: the record-store lookups its requests cost, and how they were answered. */
+export interface FloodRow {
+  /** Where the records are. */
+  records: 'redis' | 'postgres';
+  /** `random`: tokens shaped like managed keys (prefix, length, alphabet) but with no valid checksum, each from its own address; `unknown`: well-formed managed keys no record has, all from one address. */
+  tokens: 'random' | 'unknown';
+  requests: number;
+  /** Calls of the record store's `findByDigest`. */
+  lookups: number;
+  /** How many requests got each status. */
+  statuses: Record<number, number>;
+  durationMs: number;
+}
+
 /** One server's result: the HTTP table's columns (medians over the rounds), plus where it keeps what and database CPU. */
 export interface BackendRow extends Omit<HttpRow, 'name'> {
-  name: (typeof BACKEND_SERVERS)[number];
+  name: BackendServer;
   categories: Backend;
   rateLimits: Backend;
+  apiKeys: ApiKeysBackend;
+  /** API keys the requests were spread over. */
+  keys: number;
+  /** Record-store lookups (`findByDigest` calls) per 10,000 answered requests, over the measured rounds (managed keys only). */
+  apiKeyLookupsPer10k?: number;
   /** redis-server's CPU time per answered request, µs (servers on Redis only). */
   redisCpuMicrosPerRequest?: number;
   /** The PostgreSQL server's CPU time per answered request, µs (servers on PostgreSQL, when measurable). */
@@ -58,6 +110,8 @@ export interface BackendRow extends Omit<HttpRow, 'name'> {
 
 export interface BackendsResult {
   rows: BackendRow[];
+  /** Absent when `BENCH_SERVERS` narrowed the run. */
+  flood?: FloodRow[];
   pinned: boolean;
   /** Why the PostgreSQL server's CPU was not measured; absent when it was. */
   postgresCpuUnmeasured?: string;
@@ -139,13 +193,109 @@ async function postgresCpu(pool: pg.Pool, url: string): Promise<{ postmaster: nu
   };
 }
 
-/** Checks that a server answers the benchmark's three categories (one request). */
-async function checkAnswer(name: string, port: number): Promise<void> {
-  const response = await fetch(`http://127.0.0.1:${port}/v1/categories`, { headers: { authorization: `Bearer ${BENCH_KEY}` } });
+/** Checks that a server answers the benchmark's three categories (one request with `key`). */
+async function checkAnswer(name: string, port: number, key = BENCH_KEY): Promise<void> {
+  const response = await fetch(`http://127.0.0.1:${port}/v1/categories`, { headers: { authorization: `Bearer ${key}` } });
   const body = await response.text();
   if (response.status !== 200 || JSON.stringify(JSON.parse(body)) !== JSON.stringify(CATEGORIES)) {
     throw new Error(`${name} answered ${response.status} ${body}, not the three categories`);
   }
+}
+
+/** One request with each of `keys`, 50 at a time, each answered with the three categories. */
+async function touchEveryKey(name: string, port: number, keys: readonly string[]): Promise<void> {
+  for (let start = 0; start < keys.length; start += 50) {
+    await Promise.all(keys.slice(start, start + 50).map((key) => checkAnswer(name, port, key)));
+  }
+}
+
+/** Issues `count` managed keys into `records`, each of its own account, with a quota no run uses up; answers the keys. */
+async function issueKeys(records: ApiKeyRecordStore, count: number): Promise<string[]> {
+  const manager = managedApiKeys({ store: records });
+  const keys: string[] = [];
+  try {
+    for (let start = 0; start < count; start += 50) {
+      const issued = await Promise.all(
+        Array.from({ length: Math.min(50, count - start) }, (_, i) =>
+          manager.issue({
+            accountId: `bench-account-${start + i}`,
+            plan: 'enterprise',
+            limits: { requestsPerMinute: HUGE_QUOTA, requestsPerDay: HUGE_QUOTA },
+          }),
+        ),
+      );
+      keys.push(...issued.map(({ key }) => key));
+    }
+  } finally {
+    await manager.close();
+    await records.close?.();
+  }
+  return keys;
+}
+
+/** `count` well-formed managed keys (prefix `pet_`, valid checksum) that no record of any other store holds: rotations of one key in a store of their own. */
+async function unknownKeys(count: number): Promise<string[]> {
+  const manager = managedApiKeys({ store: memoryApiKeyRecordStore() });
+  const { keyId } = await manager.issue({ accountId: 'nobody', plan: 'free' });
+  const keys: string[] = [];
+  for (let i = 0; i < count; i++) keys.push((await manager.rotate(keyId, { graceMs: 0 })).key);
+  await manager.close();
+  return keys;
+}
+
+/** Strings shaped like managed keys — `pet_` and 38 base62 characters — whose checksum (almost surely) fails. */
+function randomTokens(count: number): string[] {
+  const alphabet = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+  const bytes = randomBytes(count * 38);
+  return Array.from({ length: count }, (_, n) => {
+    let token = 'pet_';
+    for (let i = 0; i < 38; i++) token += alphabet[(bytes[n * 38 + i] as number) % 62];
+    return token;
+  });
+}
+
+/**
+ * The flood: {@link FLOOD_REQUESTS} requests, one after another, through `petstore.handle` of a petstore whose
+ * only API keys are managed ones over `records` (its `findByDigest` calls counted), categories and rate limits in
+ * memory with the default anonymous limits and ban: random tokens each from its own address (the rate limiter
+ * never refuses them, so only the format check stands before the store), then well-formed unknown keys from one
+ * address.
+ */
+async function runFlood(records: ApiKeyRecordStore, where: FloodRow['records'], log: (line: string) => void): Promise<FloodRow[]> {
+  let lookups = 0;
+  const findByDigest = records.findByDigest.bind(records);
+  records.findByDigest = (digest) => {
+    lookups += 1;
+    return findByDigest(digest);
+  };
+  const keys = managedApiKeys({ store: records });
+  await keys.ready();
+  const categories = memoryCategoryStore();
+  const petstore = createPetstore({ apiKeys: keys, categories, rateLimit: { store: memoryRateLimitStore(), anonymousStore: memoryRateLimitStore() } });
+  const rows: FloodRow[] = [];
+  try {
+    const floods: { tokens: FloodRow['tokens']; values: string[]; address: (n: number) => string }[] = [
+      { tokens: 'random', values: randomTokens(FLOOD_REQUESTS), address: (n) => `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}` },
+      { tokens: 'unknown', values: await unknownKeys(FLOOD_REQUESTS), address: () => '198.51.100.7' },
+    ];
+    for (const { tokens, values, address } of floods) {
+      const before = lookups;
+      const statuses: Record<number, number> = {};
+      const started = performance.now();
+      for (let n = 0; n < values.length; n++) {
+        const request: PetstoreRequest = { method: 'GET', path: '/categories', headers: { authorization: `Bearer ${values[n] as string}` }, clientAddress: address(n) };
+        const { status } = await petstore.handle(request);
+        statuses[status] = (statuses[status] ?? 0) + 1;
+      }
+      const row: FloodRow = { records: where, tokens, requests: values.length, lookups: lookups - before, statuses, durationMs: Math.round(performance.now() - started) };
+      log(`flood, records in ${where}, ${tokens} tokens: ${row.lookups} lookups for ${row.requests} requests, statuses ${JSON.stringify(statuses)}`);
+      rows.push(row);
+    }
+  } finally {
+    await keys.close();
+    await records.close?.();
+  }
+  return rows;
 }
 
 /** Runs the backends benchmark; `log` reports progress. */
@@ -166,9 +316,25 @@ export async function runBackendsBenchmark(options: BackendsBenchOptions, log: (
     if (!stopping) log(`an idle PostgreSQL connection failed: ${error.message}`);
   });
   const redisStats = new Redis(redis.url);
+  // The managed keys' records in Redis under a prefix of their own: with REDIS_URL, deleted after.
+  const redisKeyPrefix = `${schema}:`;
+  const wanted = process.env['BENCH_SERVERS']?.split(',');
+  const selected = BACKEND_SERVERS.filter((name) => wanted === undefined || wanted.includes(name));
   const servers = new Map<BackendRow['name'], { port: number; child: ChildProcess }>();
   try {
     await seedPostgres(pool, schema);
+    // The keys each server's requests are spread over; the managed ones issued into its record store now.
+    const keysOf = new Map<BackendServer, string[]>();
+    for (const name of selected) {
+      const apiKeys = PETSTORE_BACKENDS[name].apiKeys;
+      const count = KEYS_PER_SERVER[name];
+      if (apiKeys === 'managed-redis') keysOf.set(name, await issueKeys(redisApiKeyRecordStore({ client: redisStats, keyPrefix: redisKeyPrefix }), count));
+      else if (apiKeys === 'managed-postgres') keysOf.set(name, await issueKeys(postgresApiKeyRecordStore({ pool, schema }), count));
+      else keysOf.set(name, benchKeys(count));
+      if (apiKeys !== 'static') log(`issued ${count} managed keys for ${name}`);
+    }
+    const keysFor = (name: BackendServer) => keysOf.get(name) as string[];
+    const loadKeys = (name: BackendServer) => (KEYS_PER_SERVER[name] === 1 ? undefined : keysFor(name));
     const setting = async (name: string) => ((await pool.query<{ value: string }>(`SELECT current_setting('${name}') AS value`)).rows[0] as { value: string }).value;
     const postgresInfo = {
       version: await setting('server_version'),
@@ -190,15 +356,16 @@ export async function runBackendsBenchmark(options: BackendsBenchOptions, log: (
     if (isLoopback(redis.url) && Number.isSafeInteger(redisPid)) unpin(redisPid);
 
     const pinned = pinSelf(1);
-    const databases: ServerDatabases = { redisUrl: redis.url, postgres: { url: postgres.url, schema } };
-    for (const name of BACKEND_SERVERS) {
-      const server = await startServerProcess(name, databases, pinned ? 0 : undefined);
+    const databases: ServerDatabases = { redisUrl: redis.url, redisKeyPrefix, postgres: { url: postgres.url, schema } };
+    for (const name of selected) {
+      const isStatic = PETSTORE_BACKENDS[name].apiKeys === 'static';
+      const server = await startServerProcess(name, databases, pinned ? 0 : undefined, isStatic ? KEYS_PER_SERVER[name] : 1);
       servers.set(name, server);
-      await checkAnswer(name, server.port);
+      await checkAnswer(name, server.port, keysFor(name)[0]);
     }
-    for (const name of BACKEND_SERVERS) {
+    for (const name of selected) {
       log(`warm-up ${name}`);
-      await load((servers.get(name) as { port: number }).port, options.warmupSeconds, options.connections);
+      await load((servers.get(name) as { port: number }).port, options.warmupSeconds, options.connections, loadKeys(name));
     }
     type Sample = {
       rps: number[];
@@ -211,22 +378,39 @@ export async function runBackendsBenchmark(options: BackendsBenchOptions, log: (
       non2xx: number;
       redisCommands: number;
       postgresStatements: number;
+      apiKeyLookups: number;
       answers: number;
     };
     const samples = new Map<BackendRow['name'], Sample>();
-    for (const name of BACKEND_SERVERS) {
-      samples.set(name, { rps: [], p50: [], p99: [], cpu: [], redisCpu: [], postgresCpu: [], totalCpu: [], non2xx: 0, redisCommands: 0, postgresStatements: 0, answers: 0 });
+    for (const name of selected) {
+      samples.set(name, {
+        rps: [],
+        p50: [],
+        p99: [],
+        cpu: [],
+        redisCpu: [],
+        postgresCpu: [],
+        totalCpu: [],
+        non2xx: 0,
+        redisCommands: 0,
+        postgresStatements: 0,
+        apiKeyLookups: 0,
+        answers: 0,
+      });
     }
     for (let round = 1; round <= options.rounds; round++) {
-      for (const name of BACKEND_SERVERS) {
+      for (const name of selected) {
         const sample = samples.get(name) as Sample;
         const { port, child } = servers.get(name) as { port: number; child: ChildProcess };
         const needs = serverNeeds(name);
         const measurePostgres = needs.postgres && 'postmaster' in pgCpu;
+        // A round of this server comes longer after its last one than the managed keys' cache TTL (30 s): one
+        // request per key first (not measured), so every round starts with the cache warm, as under steady load.
+        if (KEYS_PER_SERVER[name] > 1) await touchEveryKey(name, port, keysFor(name));
         const before = await serverStats(child);
         const redisBefore = needs.redis ? await redisCpuMicros(redisStats) : 0;
         const postgresBefore = measurePostgres ? pgCpu.micros() : 0;
-        const result = await load(port, options.durationSeconds, options.connections);
+        const result = await load(port, options.durationSeconds, options.connections, loadKeys(name));
         const postgresAfter = measurePostgres ? pgCpu.micros() : 0;
         const redisAfter = needs.redis ? await redisCpuMicros(redisStats) : 0;
         const after = await serverStats(child);
@@ -240,6 +424,7 @@ export async function runBackendsBenchmark(options: BackendsBenchOptions, log: (
         sample.totalCpu.push(cpu + redisCpu + postgresCpu);
         sample.redisCommands += after.redisCommands - before.redisCommands;
         sample.postgresStatements += after.postgresStatements - before.postgresStatements;
+        sample.apiKeyLookups += after.apiKeyLookups - before.apiKeyLookups;
         sample.answers += answers;
         sample.rps.push(result.requests.average);
         sample.p50.push(result.latency.p50);
@@ -247,17 +432,19 @@ export async function runBackendsBenchmark(options: BackendsBenchOptions, log: (
         sample.non2xx += result.non2xx + result.errors + result.timeouts;
         const databaseCpu = [needs.redis ? `Redis ${redisCpu.toFixed(1)}` : '', measurePostgres ? `PostgreSQL ${postgresCpu.toFixed(1)}` : ''].filter(Boolean);
         log(
-          `round ${round}/${options.rounds} ${name}: ${Math.round(result.requests.average)} req/s, p99 ${result.latency.p99} ms, server ${cpu.toFixed(1)} µs/req${databaseCpu.length > 0 ? `, ${databaseCpu.join(', ')} µs/req` : ''}`,
+          `round ${round}/${options.rounds} ${name}: ${Math.round(result.requests.average)} req/s, p99 ${result.latency.p99} ms, server ${cpu.toFixed(1)} µs/req${databaseCpu.length > 0 ? `, ${databaseCpu.join(', ')} µs/req` : ''}${PETSTORE_BACKENDS[name].apiKeys === 'static' ? '' : `, ${after.apiKeyLookups - before.apiKeyLookups} record lookups`}`,
         );
       }
     }
-    const rows = BACKEND_SERVERS.map((name): BackendRow => {
+    const rows = selected.map((name): BackendRow => {
       const sample = samples.get(name) as Sample;
       const needs = serverNeeds(name);
       const measured = !needs.postgres || 'postmaster' in pgCpu;
       return {
         name,
         ...PETSTORE_BACKENDS[name],
+        keys: KEYS_PER_SERVER[name],
+        ...(PETSTORE_BACKENDS[name].apiKeys === 'static' ? {} : { apiKeyLookupsPer10k: (sample.apiKeyLookups / sample.answers) * 10_000 }),
         requestsPerSecond: median(sample.rps),
         p50Ms: median(sample.p50),
         p99Ms: median(sample.p99),
@@ -270,8 +457,18 @@ export async function runBackendsBenchmark(options: BackendsBenchOptions, log: (
         ...(measured ? { totalCpuMicrosPerRequest: median(sample.totalCpu) } : {}),
       };
     });
+    unpinSelf();
+    let flood: FloodRow[] | undefined;
+    if (wanted === undefined) {
+      log('flood: record-store lookups of random tokens and of well-formed unknown keys');
+      flood = [
+        ...(await runFlood(redisApiKeyRecordStore({ client: redisStats, keyPrefix: `${redisKeyPrefix}flood:` }), 'redis', log)),
+        ...(await runFlood(postgresApiKeyRecordStore({ pool, schema }), 'postgres', log)),
+      ];
+    }
     return {
       rows,
+      ...(flood === undefined ? {} : { flood }),
       pinned,
       ...('reason' in pgCpu ? { postgresCpuUnmeasured: pgCpu.reason } : {}),
       postgres: postgresInfo,
@@ -282,6 +479,8 @@ export async function runBackendsBenchmark(options: BackendsBenchOptions, log: (
     unpinSelf();
     // The servers close their pools before the database stops (SIGKILL after 5 s).
     await Promise.all([...servers.values()].map(({ child }) => stopServer(child)));
+    // The managed keys' records (with REDIS_URL, a Redis the benchmark does not throw away).
+    await deleteKeys(redisStats, `${redisKeyPrefix}*`).catch((error: unknown) => log(`deleting the benchmark's Redis keys failed: ${String(error)}`));
     redisStats.disconnect();
     try {
       await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
@@ -302,4 +501,14 @@ async function stopServer(child: ChildProcess): Promise<void> {
   const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
   await exited;
   clearTimeout(timer);
+}
+
+/** Deletes the keys matching `pattern` (SCAN, then DEL in batches). */
+async function deleteKeys(redis: Redis, pattern: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    if (keys.length > 0) await redis.del(...keys);
+    cursor = next;
+  } while (cursor !== '0');
 }

@@ -7,7 +7,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { BENCH_KEY, SERVER_NAMES, serverNeeds, type ServerDatabases, type ServerName } from './servers.js';
+import { BACKENDS_ONLY_SERVERS, BENCH_KEY, SERVER_NAMES, serverNeeds, type ServerDatabases, type ServerName } from './servers.js';
 
 /** One server's result: medians over the rounds. */
 export interface HttpRow {
@@ -84,13 +84,14 @@ export function startServerProcess(
 ): Promise<{ port: number; child: ChildProcess }> {
   const node = [process.execPath, '--import', 'tsx', entry];
   const [command, ...args] = cpu === undefined ? node : ['taskset', '-c', String(cpu), ...node];
-  const { redisUrl, postgres } = databases;
+  const { redisUrl, redisKeyPrefix, postgres } = databases;
   const child = spawn(command as string, args, {
     env: {
       ...process.env,
       BENCH_SERVER: name,
       BENCH_KEYS: String(keyCount),
       ...(redisUrl === undefined ? {} : { REDIS_URL: redisUrl }),
+      ...(redisKeyPrefix === undefined ? {} : { REDIS_KEY_PREFIX: redisKeyPrefix }),
       ...(postgres === undefined ? {} : { POSTGRES_URL: postgres.url, POSTGRES_SCHEMA: postgres.schema }),
       NODE_ENV: 'production',
     },
@@ -107,8 +108,15 @@ export function startServerProcess(
   });
 }
 
-/** `connections` autocannon connections sending GET /v1/categories with {@link BENCH_KEY} for `seconds`. */
-export function load(port: number, seconds: number, connections: number): Promise<autocannon.Result> {
+/**
+ * `connections` autocannon connections sending GET /v1/categories for `seconds`, with {@link BENCH_KEY}, or with
+ * `keys` when given: each connection sends them in turn, one key after another (autocannon's `requests`).
+ */
+export function load(port: number, seconds: number, connections: number, keys?: readonly string[]): Promise<autocannon.Result> {
+  if (keys !== undefined) {
+    const requests = keys.map((key) => ({ method: 'GET' as const, path: '/v1/categories', headers: { authorization: `Bearer ${key}` } }));
+    return autocannon({ url: `http://127.0.0.1:${port}`, requests, connections, duration: seconds });
+  }
   return autocannon({
     url: `http://127.0.0.1:${port}/v1/categories`,
     headers: { authorization: `Bearer ${BENCH_KEY}` },
@@ -123,6 +131,8 @@ export interface ServerStats {
   redisCommands: number;
   /** Statements its `pg.Pool` ran. */
   postgresStatements: number;
+  /** Calls of its managed keys' record store's `findByDigest` (0 with static keys). */
+  apiKeyLookups: number;
   /** Its CPU time (user + system), µs. */
   cpuMicros: number;
 }
@@ -154,10 +164,14 @@ export const median = (values: number[]) => {
 export async function runHttpBenchmark(options: HttpBenchOptions, log: (line: string) => void): Promise<{ rows: HttpRow[]; pinned: boolean }> {
   // BENCH_SERVERS=a,b narrows the run while working on one stack; the report needs all of them.
   const wanted = process.env['BENCH_SERVERS']?.split(',');
-  // The pipelined peer is a scale-out setup (Redis cost), the PostgreSQL servers are in the backends table: not
-  // part of this one.
+  // The pipelined peer is a scale-out setup (Redis cost), the PostgreSQL servers and the 1,000-key servers are in
+  // the backends table: not part of this one.
   const selected = SERVER_NAMES.filter(
-    (name) => name !== 'fastify-peer-redis-pipelined' && !serverNeeds(name).postgres && (wanted === undefined || wanted.includes(name)),
+    (name) =>
+      name !== 'fastify-peer-redis-pipelined' &&
+      !serverNeeds(name).postgres &&
+      !BACKENDS_ONLY_SERVERS.includes(name) &&
+      (wanted === undefined || wanted.includes(name)),
   );
   const pinned = pinSelf(1);
   const servers = new Map<ServerName, { port: number; child: ChildProcess }>();

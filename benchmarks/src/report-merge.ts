@@ -24,7 +24,7 @@ const BUDGET_HEADING = '## Budget';
 /** How the Budget lines of each section begin: the lines a section measured again replaces. */
 export const BUDGET_PREFIXES: Record<SectionKey, readonly string[]> = {
   http: ['- Fastify adapter', '- Express adapter', '- Redis: '],
-  backends: [],
+  backends: ['- Managed keys', '- Flood'],
   scaleout: ['- Redis CPU per request', '- Throughput with K', "- A banned key's"],
   script: [],
   core: ['- Core '],

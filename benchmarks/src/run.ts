@@ -9,6 +9,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, type as osType, release } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { DEFAULT_ANONYMOUS_LIMITS } from '@petstore/core';
 import { resolveTestRedis } from '@petstore/storage-redis/testing';
 import { runHttpBenchmark, type HttpRow } from './http-bench.js';
 import type { BackendsResult } from './backends-bench.js';
@@ -158,17 +159,20 @@ function renderReport({ http, backends, scaleOut, script, core, memory, hostile,
     const memoryRps = rows.find((row) => row.name === 'fastify-petstore')?.requestsPerSecond ?? Number.NaN;
     const micros = (n: number | undefined) => (n === undefined ? '—' : n.toFixed(1));
     const where = { memory: 'memory', redis: 'Redis', postgres: 'PostgreSQL' } as const;
+    const apiKeysWhere = { static: 'static', 'managed-redis': 'managed, Redis', 'managed-postgres': 'managed, PostgreSQL' } as const;
+    const staticMany = rows.find((row) => row.name === 'fastify-petstore-static-1000');
+    const managed = rows.filter((row) => row.apiKeys !== 'static');
     const roundTrips = rows.filter((row) => row.redisCommandsPerRequest !== undefined || row.postgresStatementsPerRequest !== undefined);
     lines.push(
       SECTION_HEADINGS.backends,
       '',
-      `Our Fastify adapter answering GET /v1/categories (authenticated, three categories, as in the HTTP table) with its categories and its rate limits (minute + day windows and the ban) in memory, in Redis ${backends.redisVersion} or in PostgreSQL ${postgres.version}, one server per process; autocannon, ${run.connections} connections, ${run.warmupSeconds} s warm-up per server, then ${run.rounds} rounds × ${run.durationSeconds} s visiting every server in turn; the median round is reported. ${backends.pinned ? 'Servers pinned to core 0, autocannon to core 1 (taskset); redis-server and PostgreSQL run on either core.' : 'No pinning was possible on this machine.'} One throwaway redis-server and one throwaway PostgreSQL (initdb defaults, fsync=${postgres.fsync}, synchronous_commit=${postgres.synchronousCommit}) on this machine. Each PostgreSQL server has a \`pg.Pool\` of ${postgres.poolSize} connections, and every store operation is one statement: listing the categories one SELECT, a consume one call of the consume function (lock the key's row, decide, update it, commit). Every request uses one API key, so all consumes go to one Redis key or one PostgreSQL row. "Server CPU" is the server process's CPU time per answered request; "Redis CPU" is redis-server's user + system time (\`INFO cpu\`) and "PostgreSQL CPU" that of the PostgreSQL server's processes (the postmaster, its backends and background processes, from /proc) over the round ÷ the answered requests; "total" is their sum (median of the rounds' sums), what one request costs the machine apart from the load generator. Non-200 answers: ${rows.reduce((sum, row) => sum + row.non2xx, 0)}.${postgres.fsync === 'off' ? ' With fsync off, commits do not wait for the disk; a PostgreSQL with fsync on also waits at every consume for its write-ahead log to reach the disk, which this table does not measure.' : ''}${backends.postgresCpuUnmeasured === undefined ? '' : ` PostgreSQL CPU not measured: ${backends.postgresCpuUnmeasured}.`}`,
+      `Our Fastify adapter answering GET /v1/categories (authenticated, three categories, as in the HTTP table) with its categories and its rate limits (minute + day windows and the ban) in memory, in Redis ${backends.redisVersion} or in PostgreSQL ${postgres.version}, one server per process; autocannon, ${run.connections} connections, ${run.warmupSeconds} s warm-up per server, then ${run.rounds} rounds × ${run.durationSeconds} s visiting every server in turn; the median round is reported. ${backends.pinned ? 'Servers pinned to core 0, autocannon to core 1 (taskset); redis-server and PostgreSQL run on either core.' : 'No pinning was possible on this machine.'} One throwaway redis-server and one throwaway PostgreSQL (initdb defaults, fsync=${postgres.fsync}, synchronous_commit=${postgres.synchronousCommit}) on this machine. Each PostgreSQL server has a \`pg.Pool\` of ${postgres.poolSize} connections, and every store operation is one statement: listing the categories one SELECT, a consume one call of the consume function (lock the key's row, decide, update it, commit). The first five servers authenticate every request with one static API key, so all consumes go to one Redis key or one PostgreSQL row; the last three spread the requests over 1,000 keys (below). "Server CPU" is the server process's CPU time per answered request; "Redis CPU" is redis-server's user + system time (\`INFO cpu\`) and "PostgreSQL CPU" that of the PostgreSQL server's processes (the postmaster, its backends and background processes, from /proc) over the round ÷ the answered requests; "total" is their sum (median of the rounds' sums), what one request costs the machine apart from the load generator. Non-200 answers: ${rows.reduce((sum, row) => sum + row.non2xx, 0)}.${postgres.fsync === 'off' ? ' With fsync off, commits do not wait for the disk; a PostgreSQL with fsync on also waits at every consume for its write-ahead log to reach the disk, which this table does not measure.' : ''}${backends.postgresCpuUnmeasured === undefined ? '' : ` PostgreSQL CPU not measured: ${backends.postgresCpuUnmeasured}.`}`,
       '',
-      '| server | categories | rate limits | req/s (median) | p50 ms | p99 ms | × memory | server CPU µs/req | Redis CPU µs/req | PostgreSQL CPU µs/req | total CPU µs/req | rounds (req/s) |',
-      '|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+      '| server | categories | rate limits | API keys | keys | req/s (median) | p50 ms | p99 ms | × memory | server CPU µs/req | Redis CPU µs/req | PostgreSQL CPU µs/req | total CPU µs/req | rounds (req/s) |',
+      '|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
       ...rows.map(
         (row) =>
-          `| ${row.name} | ${where[row.categories]} | ${where[row.rateLimits]} | ${fmt(row.requestsPerSecond)} | ${row.p50Ms} | ${row.p99Ms} | ${ratio(row.requestsPerSecond / memoryRps)} | ${micros(row.cpuMicrosPerRequest)} | ${micros(row.redisCpuMicrosPerRequest)} | ${micros(row.postgresCpuMicrosPerRequest)} | ${micros(row.totalCpuMicrosPerRequest)} | ${row.rounds.join(', ')} |`,
+          `| ${row.name} | ${where[row.categories]} | ${where[row.rateLimits]} | ${apiKeysWhere[row.apiKeys]} | ${fmt(row.keys)} | ${fmt(row.requestsPerSecond)} | ${row.p50Ms} | ${row.p99Ms} | ${ratio(row.requestsPerSecond / memoryRps)} | ${micros(row.cpuMicrosPerRequest)} | ${micros(row.redisCpuMicrosPerRequest)} | ${micros(row.postgresCpuMicrosPerRequest)} | ${micros(row.totalCpuMicrosPerRequest)} | ${row.rounds.join(', ')} |`,
       ),
       '',
       "Database round trips per answered request (Redis commands counted at the server's client, PostgreSQL statements at its pool, over the measured rounds ÷ the answers with status 200):",
@@ -184,6 +188,53 @@ function renderReport({ http, backends, scaleOut, script, core, memory, hostile,
       ),
       '',
     );
+    if (managed.length > 0 || staticMany !== undefined) {
+      lines.push(
+        `API keys at scale: the memory server (categories and rate limits in memory) authenticating with 1,000 static keys (\`staticApiKeys\`, \`fastify-petstore-static-1000\`) or with 1,000 managed keys (\`managedApiKeys\` with its default cache: 10,000 known and 10,000 unknown keys, 30 s and 10 s) over a Redis (\`redisApiKeyRecordStore\`) or PostgreSQL (\`postgresApiKeyRecordStore\`, the same pool as above) record store, which the managed keys were issued into before the servers started, each key of its own account. Each autocannon connection sends the 1,000 keys in turn, one after another (autocannon's \`requests\`), so each round spreads its requests evenly over them. A server's rounds are further apart than the cache's 30 s TTL, so before each round (not measured) every key is sent once: each round starts with the cache warm, as on a server under steady load. "Record lookups" are the calls of the record store's \`findByDigest\`, counted by a wrapper of the store in the server, over the measured rounds; Redis commands and PostgreSQL statements are counted as above. Target: managed keys within 10 % of static keys in server CPU per request.`,
+        '',
+      );
+      const base = staticMany?.cpuMicrosPerRequest;
+      for (const row of managed) {
+        const cpuRatio = base === undefined ? undefined : row.cpuMicrosPerRequest / base;
+        lines.push(
+          `- ${row.name}: server CPU ${row.cpuMicrosPerRequest.toFixed(1)} µs/req${cpuRatio === undefined ? '' : ` vs ${(base as number).toFixed(1)} with 1,000 static keys, ${ratio(cpuRatio)}`}; ${fmt(row.apiKeyLookupsPer10k ?? Number.NaN, 2)} record lookups per 10,000 requests`,
+        );
+        if (cpuRatio !== undefined) {
+          budget.push(
+            `- Managed keys (${apiKeysWhere[row.apiKeys]}) within 10 % of static keys, server CPU per request, 1,000 keys: ${row.cpuMicrosPerRequest.toFixed(1)} vs ${(base as number).toFixed(1)} µs, ${ratio(cpuRatio)} — ${verdict(cpuRatio <= 1.1)}`,
+          );
+        }
+      }
+      lines.push(
+        '',
+        `Under steady load the cache fetches each key again once its 30 s TTL has passed (and at once when the store announces a change to it): 1,000 keys cost about ${fmt(1000 / 30, 0)} lookups per second whatever the load, i.e. ${managed.map((row) => `${fmt((1000 / 30 / row.requestsPerSecond) * 10_000, 1)} per 10,000 requests at ${row.name}'s ${fmt(row.requestsPerSecond)} req/s`).join(', ')} (computed from the TTL, not measured).`,
+        '',
+      );
+    }
+    if (backends.flood !== undefined) {
+      const floods = backends.flood;
+      const status = (counts: Record<number, number>) =>
+        Object.entries(counts)
+          .map(([code, count]) => `${fmt(count)} × ${code}`)
+          .join(', ');
+      lines.push(
+        `Floods of unknown tokens (in process, through \`petstore.handle\`, ${fmt(floods[0]?.requests ?? 0)} requests one after another; a petstore whose only API keys are managed ones over the record store of the row, categories and rate limits in memory, the default anonymous limit (${DEFAULT_ANONYMOUS_LIMITS.requestsPerMinute} requests per minute per address) and ban; record lookups counted by a wrapper of the record store's \`findByDigest\`). "Random" tokens are shaped like managed keys (\`pet_\` and 38 base62 characters) but their checksum fails, each sent from its own address so no rate limit refuses it first; "unknown" ones are well-formed managed keys (valid checksum, made by rotating a key in a store of their own) that no record holds, all from one address.`,
+        '',
+        '| record store | tokens | requests | record lookups | answers | took s |',
+        '|---|---|---:|---:|---|---:|',
+        ...floods.map(
+          (row) =>
+            `| ${row.records === 'redis' ? 'Redis' : 'PostgreSQL'} | ${row.tokens === 'random' ? 'random (failed checksum), each from its own address' : 'well-formed unknown keys, one address'} | ${fmt(row.requests)} | ${fmt(row.lookups)} | ${status(row.statuses)} | ${(row.durationMs / 1000).toFixed(1)} |`,
+        ),
+        '',
+      );
+      for (const row of floods) {
+        const limit = row.tokens === 'random' ? 0 : DEFAULT_ANONYMOUS_LIMITS.requestsPerMinute + 1;
+        budget.push(
+          `- Flood (${row.records === 'redis' ? 'Redis' : 'PostgreSQL'} records): ${fmt(row.requests)} ${row.tokens === 'random' ? 'random tokens cost no record lookup' : `well-formed unknown keys from one address cost at most the anonymous quota + 1 lookups (${limit})`}: ${fmt(row.lookups)} — ${verdict(row.lookups <= limit)}`,
+        );
+      }
+    }
   }
   if (scaleOut) {
     const { rows, flood, settings: scale } = scaleOut;

@@ -9,10 +9,20 @@ import bearerAuth from '@fastify/bearer-auth';
 import rateLimit from '@fastify/rate-limit';
 import { petstoreExpress } from '@petstore/adapter-express';
 import { petstoreFastify } from '@petstore/adapter-fastify';
-import { createPetstore, staticApiKeys, type CategoryStore, type Petstore, type RateLimitStore } from '@petstore/core';
+import {
+  createPetstore,
+  managedApiKeys,
+  staticApiKeys,
+  type ApiKeyRecordStore,
+  type ApiKeyStore,
+  type CategoryStore,
+  type ManagedApiKeys,
+  type Petstore,
+  type RateLimitStore,
+} from '@petstore/core';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
-import { migratePostgres, postgresCategoryStore, postgresRateLimitStore } from '@petstore/storage-postgres';
-import { redisRateLimitStore } from '@petstore/storage-redis';
+import { migratePostgres, postgresApiKeyRecordStore, postgresCategoryStore, postgresRateLimitStore } from '@petstore/storage-postgres';
+import { redisApiKeyRecordStore, redisRateLimitStore } from '@petstore/storage-redis';
 import express from 'express';
 import { rateLimit as expressRateLimit } from 'express-rate-limit';
 import Fastify from 'fastify';
@@ -29,8 +39,9 @@ export const BENCH_KEY = 'bench-key-4f9a1c2e7b';
 export function benchKeys(count: number): string[] {
   return [BENCH_KEY, ...Array.from({ length: count - 1 }, (_, i) => `bench-key-${i + 1}`)];
 }
-/** A quota no run can use up. */
-const HUGE = 1_000_000_000;
+/** A quota no run can use up (requests per minute and per day of every benchmark key, static or managed). */
+export const HUGE_QUOTA = 1_000_000_000;
+const HUGE = HUGE_QUOTA;
 
 export const CATEGORIES = [
   { id: 1, name: 'Dogs', description: 'Canine breeds' },
@@ -53,26 +64,39 @@ export const SERVER_NAMES = [
   'fastify-petstore-postgres-limits',
   'fastify-petstore-postgres',
   'fastify-petstore-postgres-redis',
+  'fastify-petstore-static-1000',
+  'fastify-petstore-managed-redis',
+  'fastify-petstore-managed-postgres',
 ] as const;
 export type ServerName = (typeof SERVER_NAMES)[number];
 
 /** Where a store keeps its data. */
 export type Backend = 'memory' | 'redis' | 'postgres';
 
+/** How a server authenticates: `staticApiKeys` (the keys of `BENCH_KEYS`), or `managedApiKeys` over a Redis or PostgreSQL record store. */
+export type ApiKeysBackend = 'static' | 'managed-redis' | 'managed-postgres';
+
 /**
- * Where each of our servers keeps its categories and its rate limits (the anonymous store is always memory).
- * The `*-postgres*` servers need a PostgreSQL schema holding the migrated tables and the three categories
- * ({@link seedPostgres}).
+ * Where each of our servers keeps its categories and its rate limits (the anonymous store is always memory), and
+ * how it authenticates. The `*-postgres*` servers need a PostgreSQL schema holding the migrated tables and the
+ * three categories ({@link seedPostgres}); the `*-managed-*` servers accept the managed keys the benchmark issued
+ * into their record store beforehand (the Redis one under the key prefix of {@link ServerDatabases.redisKeyPrefix}).
  */
 export const PETSTORE_BACKENDS = {
-  'fastify-petstore': { categories: 'memory', rateLimits: 'memory' },
-  'express-petstore': { categories: 'memory', rateLimits: 'memory' },
-  'fastify-petstore-redis': { categories: 'memory', rateLimits: 'redis' },
-  'express-petstore-redis': { categories: 'memory', rateLimits: 'redis' },
-  'fastify-petstore-postgres-limits': { categories: 'memory', rateLimits: 'postgres' },
-  'fastify-petstore-postgres': { categories: 'postgres', rateLimits: 'postgres' },
-  'fastify-petstore-postgres-redis': { categories: 'postgres', rateLimits: 'redis' },
-} as const satisfies Partial<Record<ServerName, { categories: Backend; rateLimits: Backend }>>;
+  'fastify-petstore': { categories: 'memory', rateLimits: 'memory', apiKeys: 'static' },
+  'express-petstore': { categories: 'memory', rateLimits: 'memory', apiKeys: 'static' },
+  'fastify-petstore-redis': { categories: 'memory', rateLimits: 'redis', apiKeys: 'static' },
+  'express-petstore-redis': { categories: 'memory', rateLimits: 'redis', apiKeys: 'static' },
+  'fastify-petstore-postgres-limits': { categories: 'memory', rateLimits: 'postgres', apiKeys: 'static' },
+  'fastify-petstore-postgres': { categories: 'postgres', rateLimits: 'postgres', apiKeys: 'static' },
+  'fastify-petstore-postgres-redis': { categories: 'postgres', rateLimits: 'redis', apiKeys: 'static' },
+  'fastify-petstore-static-1000': { categories: 'memory', rateLimits: 'memory', apiKeys: 'static' },
+  'fastify-petstore-managed-redis': { categories: 'memory', rateLimits: 'memory', apiKeys: 'managed-redis' },
+  'fastify-petstore-managed-postgres': { categories: 'memory', rateLimits: 'memory', apiKeys: 'managed-postgres' },
+} as const satisfies Partial<Record<ServerName, { categories: Backend; rateLimits: Backend; apiKeys: ApiKeysBackend }>>;
+
+/** Servers measured in the Backends table only (API keys at scale), not in the HTTP table. */
+export const BACKENDS_ONLY_SERVERS: readonly ServerName[] = ['fastify-petstore-static-1000', 'fastify-petstore-managed-redis', 'fastify-petstore-managed-postgres'];
 export type PetstoreServerName = keyof typeof PETSTORE_BACKENDS;
 
 const isPetstoreServer = (name: ServerName): name is PetstoreServerName => Object.hasOwn(PETSTORE_BACKENDS, name);
@@ -82,13 +106,16 @@ export function serverNeeds(name: ServerName): { redis: boolean; postgres: boole
   const backends = isPetstoreServer(name) ? PETSTORE_BACKENDS[name] : undefined;
   return {
     redis: name.includes('-redis'),
-    postgres: backends !== undefined && (backends.categories === 'postgres' || backends.rateLimits === 'postgres'),
+    postgres:
+      backends !== undefined && (backends.categories === 'postgres' || backends.rateLimits === 'postgres' || backends.apiKeys === 'managed-postgres'),
   };
 }
 
 /** The databases a server connects to; its PostgreSQL stores use the tables of `postgres.schema`. */
 export interface ServerDatabases {
   redisUrl?: string;
+  /** The `keyPrefix` of the managed keys' Redis record store (default `petstore:`). */
+  redisKeyPrefix?: string;
   postgres?: { url: string; schema: string };
 }
 
@@ -116,10 +143,30 @@ async function createCategories(categories: CategoryStore): Promise<void> {
   }
 }
 
+/**
+ * Managed keys over the record store of `backend`, the store's `findByDigest` calls counted (`lookups()`);
+ * resolves once the manager hears the store's change notifications.
+ */
+async function managedKeys(
+  backend: Exclude<ApiKeysBackend, 'static'>,
+  stores: { redis: Redis | undefined; redisKeyPrefix: string | undefined; pool: pg.Pool | undefined; schema: string | undefined },
+): Promise<{ keys: ManagedApiKeys; records: ApiKeyRecordStore; lookups: () => number }> {
+  const { redis, redisKeyPrefix, pool, schema } = stores;
+  const records =
+    backend === 'managed-redis'
+      ? redisApiKeyRecordStore({ client: redis as Redis, ...(redisKeyPrefix === undefined ? {} : { keyPrefix: redisKeyPrefix }) })
+      : postgresApiKeyRecordStore({ pool: pool as pg.Pool, ...(schema === undefined ? {} : { schema }) });
+  const lookups = countCalls(records, 'findByDigest');
+  const keys = managedApiKeys({ store: records });
+  await keys.ready();
+  return { keys, records, lookups };
+}
+
 async function ourPetstore(
   name: PetstoreServerName,
   stores: { redis: Redis | undefined; pool: pg.Pool | undefined; schema: string | undefined },
   keys: string[],
+  apiKeyStore: ApiKeyStore | undefined,
 ): Promise<Petstore> {
   const backends: { categories: Backend; rateLimits: Backend } = PETSTORE_BACKENDS[name];
   const { redis, pool, schema } = stores;
@@ -137,7 +184,7 @@ async function ourPetstore(
         ? postgresRateLimitStore({ pool: pool as pg.Pool, schema })
         : memoryRateLimitStore();
   return createPetstore({
-    apiKeys: staticApiKeys(keys.map((key) => ({ key, plan: 'enterprise', limits: { requestsPerMinute: HUGE, requestsPerDay: HUGE } }))),
+    apiKeys: apiKeyStore ?? staticApiKeys(keys.map((key) => ({ key, plan: 'enterprise', limits: { requestsPerMinute: HUGE, requestsPerDay: HUGE } }))),
     categories,
     rateLimit: { store, anonymousStore: memoryRateLimitStore() },
   });
@@ -159,12 +206,14 @@ function expressBearer(): express.RequestHandler {
 
 /**
  * A running benchmark server. `redisCommands()` counts the commands its Redis client sent (round trips),
- * `postgresStatements()` the statements its `pg.Pool` ran (each one round trip).
+ * `postgresStatements()` the statements its `pg.Pool` ran (each one round trip), `apiKeyLookups()` the calls of
+ * its managed keys' record store's `findByDigest` (0 with static keys).
  */
 export interface BenchServer {
   port: number;
   redisCommands(): number;
   postgresStatements(): number;
+  apiKeyLookups(): number;
   close(): Promise<void>;
 }
 
@@ -211,6 +260,13 @@ export async function startServer(name: ServerName, databases: ServerDatabases, 
     if (pool) await pool.end();
   };
   const stores = { redis, pool, schema: databases.postgres?.schema };
+  const apiKeysBackend: ApiKeysBackend = isPetstoreServer(name) ? PETSTORE_BACKENDS[name].apiKeys : 'static';
+  const managed = apiKeysBackend === 'static' ? undefined : await managedKeys(apiKeysBackend, { ...stores, redisKeyPrefix: databases.redisKeyPrefix });
+  const apiKeyLookups = managed?.lookups ?? (() => 0);
+  const closeManaged = async () => {
+    await managed?.keys.close();
+    await managed?.records.close?.();
+  };
   if (name.startsWith('fastify')) {
     const app = Fastify({ logger: false });
     if (name === 'fastify-bare') {
@@ -233,7 +289,7 @@ export async function startServer(name: ServerName, databases: ServerDatabases, 
       });
       app.get('/v1/categories', async () => CATEGORIES);
     } else if (isPetstoreServer(name)) {
-      await app.register(petstoreFastify, { prefix: '/v1', petstore: await ourPetstore(name, stores, keys) });
+      await app.register(petstoreFastify, { prefix: '/v1', petstore: await ourPetstore(name, stores, keys, managed?.keys) });
     } else {
       throw new Error(`unknown server ${name}`);
     }
@@ -242,8 +298,10 @@ export async function startServer(name: ServerName, databases: ServerDatabases, 
       port: (app.server.address() as AddressInfo).port,
       redisCommands,
       postgresStatements,
+      apiKeyLookups,
       close: async () => {
         await app.close();
+        await closeManaged();
         await closeDatabases();
       },
     };
@@ -270,7 +328,7 @@ export async function startServer(name: ServerName, databases: ServerDatabases, 
       response.json(CATEGORIES);
     });
   } else if (isPetstoreServer(name)) {
-    app.use('/v1', petstoreExpress({ petstore: await ourPetstore(name, stores, keys) }));
+    app.use('/v1', petstoreExpress({ petstore: await ourPetstore(name, stores, keys, managed?.keys) }));
   } else {
     throw new Error(`unknown server ${name}`);
   }
@@ -280,9 +338,11 @@ export async function startServer(name: ServerName, databases: ServerDatabases, 
     port: (server.address() as AddressInfo).port,
     redisCommands,
     postgresStatements,
+    apiKeyLookups,
     close: async () => {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
+      await closeManaged();
       await closeDatabases();
     },
   };
