@@ -162,16 +162,18 @@ describe('cached-only lookups while a caller is refused', () => {
   });
 });
 
-// 100,000 requests each: seconds on a quiet machine, more on a busy one; nothing here depends on time passing.
-const FLOOD_TIMEOUT_MS = 120_000;
+// 10,000 requests each (the bench's Backends section runs the same floods with 100,000 on Redis and PostgreSQL);
+// nothing here depends on time passing.
+const FLOOD = 10_000;
+const FLOOD_TIMEOUT_MS = 60_000;
 
 describe('lookups under a flood', () => {
-  it('costs no managed-store lookup for 100,000 random tokens', async () => {
+  it('costs no managed-store lookup for 10,000 random tokens', async () => {
     const { petstore, records } = managedPetstore();
     const random = seeded(7);
     const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~';
     const statuses = new Set<number>();
-    for (let n = 0; n < 100_000; n++) {
+    for (let n = 0; n < FLOOD; n++) {
       // A third shaped like managed keys (prefix and length), the rest of any length up to 60.
       const length = n % 3 === 0 ? 38 : 1 + Math.floor(random() * 60);
       let token = n % 3 === 0 ? 'pet_' : '';
@@ -190,7 +192,7 @@ describe('lookups under a flood', () => {
     expect((await petstore.handle(get(cached.key))).status).toBe(200); // cached before the flood
     const before = records.digestLookups;
     const statuses = new Map<number, number>();
-    for (let n = 0; n < 100_000; n++) {
+    for (let n = 0; n < FLOOD; n++) {
       const status = (await petstore.handle(get(generateManagedKey('pet_')))).status;
       statuses.set(status, (statuses.get(status) ?? 0) + 1);
     }
@@ -199,7 +201,7 @@ describe('lookups under a flood', () => {
     // before the refusal was known): then none.
     expect(lookups).toBe(DEFAULT_ANONYMOUS_LIMITS.requestsPerMinute + 1);
     expect(statuses.get(401)).toBe(DEFAULT_ANONYMOUS_LIMITS.requestsPerMinute);
-    expect(statuses.get(429)).toBe(100_000 - DEFAULT_ANONYMOUS_LIMITS.requestsPerMinute);
+    expect(statuses.get(429)).toBe(FLOOD - DEFAULT_ANONYMOUS_LIMITS.requestsPerMinute);
     // A cached key still works from the flooding address; an uncached valid one is refused there (the
     // documented trade-off) and works from another address.
     expect((await petstore.handle(get(cached.key))).status).toBe(200);
