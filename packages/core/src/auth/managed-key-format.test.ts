@@ -7,6 +7,7 @@ import {
   isWellFormedManagedKey,
   managedKeyPattern,
 } from './managed-key-format.js';
+import { seededRandom } from '../testing/seeded-random.js';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -19,17 +20,6 @@ const KNOWN_KEYS = [
   'pet_zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz4W8LJS', // CRC32 4139362634
 ];
 
-/** A deterministic pseudo-random generator (mulberry32): the same tokens on every run. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 describe('managed key format', () => {
   it('accepts keys whose checksum was computed independently, and documents the default pattern', () => {
@@ -135,7 +125,7 @@ describe('managed key format', () => {
   });
 
   it('refuses 100,000 random tokens of the right shape (prefix, length and alphabet): only the checksum stops them', () => {
-    const random = seeded(22);
+    const { random } = seededRandom(22);
     let accepted = 0;
     for (let n = 0; n < 100_000; n++) {
       let body = '';

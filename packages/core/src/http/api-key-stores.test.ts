@@ -12,6 +12,7 @@ import { generateManagedKey } from '../auth/managed-key-format.js';
 import type { Principal } from '../auth/principal.js';
 import { DEFAULT_ANONYMOUS_LIMITS } from '../rate-limit/plans.js';
 import { fakeClock } from '../testing/fake-clock.js';
+import { seededRandom } from '../testing/seeded-random.js';
 import type { PetstoreRequest } from './types.js';
 
 const get = (key: string, clientAddress = CLIENT_ADDRESS): PetstoreRequest => ({
@@ -21,17 +22,6 @@ const get = (key: string, clientAddress = CLIENT_ADDRESS): PetstoreRequest => ({
   clientAddress,
 });
 
-/** A deterministic pseudo-random generator (mulberry32). */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 /** Managed keys over a counting record store, beside the static keys of the test petstore, on one fake clock. */
 function managedPetstore() {
@@ -170,7 +160,7 @@ const FLOOD_TIMEOUT_MS = 60_000;
 describe('lookups under a flood', () => {
   it('costs no managed-store lookup for 10,000 random tokens', async () => {
     const { petstore, records } = managedPetstore();
-    const random = seeded(7);
+    const { random } = seededRandom(7);
     const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~';
     const statuses = new Set<number>();
     for (let n = 0; n < FLOOD; n++) {

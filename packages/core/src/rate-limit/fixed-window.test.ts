@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { decideConsume, peekState, windowStartMs, type RateLimitState } from './fixed-window.js';
 import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitWindow, WindowUsage } from './types.js';
+import { seededRandom } from '../testing/seeded-random.js';
 
 const SECOND = 1_000;
 const MINUTE = 60_000;
@@ -39,17 +40,6 @@ function record(ban?: BanPolicy) {
   };
 }
 
-/** mulberry32: deterministic random numbers, so a failing step of a random run can be replayed. */
-function seededRandom(seed: number) {
-  const random = () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const pick = <T,>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
-  return { random, pick };
-}
 
 function usage(result: ConsumeResult, name: string): WindowUsage {
   const window = result.windows.find((candidate) => candidate.name === name);

@@ -14,6 +14,7 @@ import assert from 'node:assert/strict';
 import { decideConsume, peekState, windowStartMs, type BanState, type RateLimitState, type WindowCounter } from '../rate-limit/fixed-window.js';
 import { DAY_MS, MINUTE_MS } from '../rate-limit/plans.js';
 import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitStore, RateLimitWindow } from '../rate-limit/types.js';
+import { seededRandom } from './seeded-random.js';
 import type { ConformanceTestApi } from './test-api.js';
 
 /** A fresh store for one seed's run, and a way to read what it keeps. */
@@ -82,19 +83,6 @@ const RECORD_DRAW: readonly RecordSpec[] = [RECORDS[0] as RecordSpec, ...RECORDS
 const START_MS = Date.UTC(2026, 0, 1, 23, 57, 30);
 const COSTS = [1, 1, 1, 1, 2, 3, 4, 5] as const;
 
-/** mulberry32: a small seeded generator, so a seed reproduces its run. */
-function seededRandom(seed: number) {
-  let state = seed | 0;
-  const random = () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
-  const between = (min: number, max: number) => min + Math.floor(random() * (max - min + 1));
-  return { random, pick, between };
-}
 
 /** A state reduced to what it means: no `rejected: undefined`, keys in one order; for comparing and printing. */
 function canonical(state: RateLimitState): unknown {
