@@ -9,5 +9,7 @@ export default defineConfig({
     // on two cores. Their one shared state, spawn-example.ts's list of started servers, is emptied by every file
     // that starts one (stopExamples).
     isolate: false,
+    // The PostgreSQL and Redis of the run, shared with the other projects (test-support/global-setup.ts).
+    globalSetup: ['test-support/global-setup.ts'],
   },
 });

@@ -31,6 +31,7 @@ const SERVERS_OF_PROJECT: Readonly<Record<string, readonly ServerKind[]>> = {
   '@petstore/storage-postgres': ['postgres'],
   '@petstore/redis-tests': ['redis', 'redisCluster'],
   '@petstore/cli': ['postgres', 'redis'],
+  '@petstore/examples': ['postgres', 'redis'],
 };
 
 type Started = { found: FoundServers[ServerKind]; stop: () => Promise<void> };

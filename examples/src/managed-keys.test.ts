@@ -1,6 +1,6 @@
 /**
  * The README's "Managed API keys" path: two examples on one PostgreSQL (and the same on one Redis), keys issued,
- * rotated and revoked with the `petstore` command (the build of @petstore/cli, run as an operator runs it). A key
+ * rotated and revoked with the `petstore` command (@petstore/cli's `runCli`, what the command runs). A key
  * issued by the command works on both; after a rotation the new key works and the old one still does (grace
  * period); after a revocation the other instance answers 401 — told by PostgreSQL's NOTIFY (Redis's PUBLISH), not
  * by its cache's TTL running out.
@@ -8,21 +8,12 @@
  * No wall-clock assertion: the wait for the 401 is a bounded number of requests, each sent when the answer to the
  * one before has arrived (and the first once the test's own listener has seen the revocation's notification).
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { resolveTestPostgres } from '@petstore/storage-postgres/testing';
-import { resolveTestRedis } from '@petstore/storage-redis/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '@petstore/cli';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { newDatabase } from '../test-support/database.js';
 import { startExample, stopExamples } from './spawn-example.js';
 
-const [postgres, redis] = await Promise.all([resolveTestPostgres(), resolveTestRedis()]);
-if ('skipReason' in postgres) console.warn(`[examples] managed keys on PostgreSQL skipped: ${postgres.skipReason}`);
-if ('skipReason' in redis) console.warn(`[examples] managed keys on Redis skipped: ${redis.skipReason}`);
-afterAll(async () => {
-  await Promise.all([postgres, redis].map((server) => ('stop' in server ? server.stop() : undefined)));
-});
 
 /** Resolves once the backend has sent a notification of a change of managed keys; `close()` stops listening. */
 interface ChangeListener {
@@ -49,46 +40,40 @@ async function listenRedis(url: string): Promise<ChangeListener> {
   return { notified, close: async () => void (await client.quit()) };
 }
 
+const postgresUrl = inject('postgresUrl');
 const backends = [
   {
     backend: 'PostgreSQL',
     variable: 'PETSTORE_DATABASE_URL',
-    url: 'url' in postgres ? postgres.url : undefined,
-    skipReason: 'skipReason' in postgres ? postgres.skipReason : undefined,
+    // A database of this file's own on the run's PostgreSQL (test-support/global-setup.ts).
+    url: postgresUrl === null ? undefined : await newDatabase(postgresUrl, 'examples_managed_keys'),
+    skipReason: inject('postgresSkipReason') ?? undefined,
     listen: listenPostgres,
   },
   {
     backend: 'Redis',
     variable: 'PETSTORE_REDIS_URL',
-    url: 'url' in redis ? redis.url : undefined,
-    skipReason: 'skipReason' in redis ? redis.skipReason : undefined,
+    url: inject('redisUrl') ?? undefined,
+    skipReason: inject('redisSkipReason') ?? undefined,
     listen: listenRedis,
   },
 ];
 
 const run = randomBytes(4).toString('hex');
 const STATIC_KEY = `static-${run}`;
-/** The `petstore` command of the workspace's @petstore/cli. */
-const PETSTORE_BIN = join(dirname(createRequire(import.meta.url).resolve('@petstore/cli/package.json')), 'bin', 'petstore.js');
 
-/** Runs `petstore <args> --json` with `env` (the examples' variable); resolves with its JSON object. */
-function petstore(args: string[], env: Record<string, string>): Promise<Record<string, unknown>> {
+/**
+ * Runs `petstore <args> --json` with `env` (the examples' variable) through `runCli`, what the built command runs
+ * (packages/cli's usage tests start the built command itself; here a process per command would only add its
+ * start-up); resolves with its JSON object.
+ */
+async function petstore(args: string[], env: Record<string, string>): Promise<Record<string, unknown>> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('PETSTORE_')));
-  const child = spawn(process.execPath, [PETSTORE_BIN, ...args, '--json'], {
-    env: { ...base, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code === 0) resolve(JSON.parse(stdout) as Record<string, unknown>);
-      else reject(new Error(`petstore ${args.join(' ')} exited ${code}: ${stderr}`));
-    });
-  });
+  const code = await runCli([...args, '--json'], { env: { ...base, ...env }, stdout: (text) => (stdout += text), stderr: (text) => (stderr += text) });
+  if (code !== 0) throw new Error(`petstore ${args.join(' ')} exited ${code}: ${stderr}`);
+  return JSON.parse(stdout) as Record<string, unknown>;
 }
 
 async function status(url: string, key: string): Promise<number> {

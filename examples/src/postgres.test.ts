@@ -4,14 +4,14 @@
  * server; with PETSTORE_REDIS_URL too, categories stay in PostgreSQL and rate limits go to Redis.
  */
 import { randomBytes } from 'node:crypto';
-import { resolveTestPostgres } from '@petstore/storage-postgres/testing';
-import { resolveTestRedis } from '@petstore/storage-redis/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { newDatabase } from '../test-support/database.js';
 import { startExample, stopExamples, type RunningExample } from './spawn-example.js';
 
-const postgres = await resolveTestPostgres();
-if ('skipReason' in postgres) console.warn(`[examples] PostgreSQL example skipped: ${postgres.skipReason}`);
-const databaseUrl = 'url' in postgres ? postgres.url : '';
+const postgresUrl = inject('postgresUrl');
+const redisUrl = inject('redisUrl');
+// A database of this file's own: the mixed setup below counts the rows of the examples' rate-limit table.
+const databaseUrl = postgresUrl === null ? '' : await newDatabase(postgresUrl, 'examples_postgres');
 
 const run = randomBytes(4).toString('hex'); // this run's keys and names, apart from earlier runs'
 // 10 creates a day (and 1,000 a minute): the quota cannot reset in the middle of the test unless it runs across
@@ -40,11 +40,8 @@ async function stop(example: RunningExample): Promise<void> {
   expect(await example.exited).toEqual({ code: 0, signal: null });
 }
 
-describe.skipIf('skipReason' in postgres)('examples on PETSTORE_DATABASE_URL', () => {
-  afterAll(async () => {
-    stopExamples();
-    if ('stop' in postgres) await postgres.stop();
-  });
+describe.skipIf(postgresUrl === null)('examples on PETSTORE_DATABASE_URL', () => {
+  afterAll(stopExamples);
 
   describe('two instances', () => {
     let urls: string[] = [];
@@ -79,13 +76,12 @@ describe.skipIf('skipReason' in postgres)('examples on PETSTORE_DATABASE_URL', (
   });
 
   it('with PETSTORE_REDIS_URL too: categories in PostgreSQL, rate limits in Redis', async () => {
-    const redis = await resolveTestRedis();
-    if ('skipReason' in redis) return expect.fail(`needs Redis too: ${redis.skipReason}`);
+    if (redisUrl === null) return expect.fail(`needs Redis too: ${inject('redisSkipReason')}`);
     try {
       const key = `mixed-${run}`;
       const server = await startExample('fastify-server.ts', {
         PETSTORE_DATABASE_URL: databaseUrl,
-        PETSTORE_REDIS_URL: redis.url,
+        PETSTORE_REDIS_URL: redisUrl,
         PETSTORE_API_KEYS: `${key}:enterprise:1000:2,${READER_KEY}:pro`,
       });
       expect(server.output).toContain('PostgreSQL storage for categories');
@@ -109,7 +105,6 @@ describe.skipIf('skipReason' in postgres)('examples on PETSTORE_DATABASE_URL', (
       }
     } finally {
       stopExamples();
-      await redis.stop();
     }
   }, 60_000);
 });

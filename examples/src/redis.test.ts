@@ -3,22 +3,20 @@
  * set of categories, as the README's "several instances" section shows.
  */
 import { randomBytes } from 'node:crypto';
-import { resolveTestRedis } from '@petstore/storage-redis/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startExample, stopExamples } from './spawn-example.js';
 
-const redis = await resolveTestRedis();
-if ('skipReason' in redis) console.warn(`[examples] Redis example skipped: ${redis.skipReason}`);
+const redisUrl = inject('redisUrl');
 
 const run = randomBytes(4).toString('hex'); // this run's keys and names, apart from earlier runs'
 const LIMITED_KEY = `limited-${run}`;
 const READER_KEY = `reader-${run}`;
 
-describe.skipIf('skipReason' in redis)('examples on PETSTORE_REDIS_URL', () => {
+describe.skipIf(redisUrl === null)('examples on PETSTORE_REDIS_URL', () => {
   let urls: string[] = [];
   beforeAll(async () => {
     const env = {
-      PETSTORE_REDIS_URL: 'url' in redis ? redis.url : '',
+      PETSTORE_REDIS_URL: redisUrl ?? '',
       // 10 a day (and 1,000 a minute): the quota cannot reset during the test unless it runs across midnight UTC.
       PETSTORE_API_KEYS: `${LIMITED_KEY}:enterprise:1000:10,${READER_KEY}:pro`,
     };
@@ -26,10 +24,7 @@ describe.skipIf('skipReason' in redis)('examples on PETSTORE_REDIS_URL', () => {
     for (const server of started) expect(server.output).toContain('Redis storage');
     urls = started.map((server) => server.url);
   });
-  afterAll(async () => {
-    stopExamples();
-    if ('stop' in redis) await redis.stop();
-  });
+  afterAll(stopExamples);
 
   it('admits exactly the quota across both servers and lists categories created on either', async () => {
     const statuses: number[] = [];

@@ -1,11 +1,14 @@
 /**
  * An example server that cannot start says why in one line on stderr and exits 1 — no stack trace: the helper
- * on its own, then both servers started as a user would, with a database, a Redis and a variable they cannot
+ * on its own; the start-up steps both servers share (readConfig, examplePetstore) with each variable they cannot
+ * use, in process; then both servers started as a user would, with a database, a Redis and a variable they cannot
  * use.
  */
 import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { runExampleToExit } from './spawn-example.js';
+import { readConfig } from './config.js';
+import { examplePetstore } from './petstore.js';
 import { STARTUP_FAILURE_PREFIX, describeError, startOrExit, startupFailureLine } from './startup.js';
 
 describe('startOrExit', () => {
@@ -46,6 +49,43 @@ async function closedPort(): Promise<number> {
   return address.port;
 }
 
+/** A bad variable each, and the line that names it (the servers read them with readConfig and examplePetstore). */
+const BAD_VARIABLES: Array<{ env: Record<string, string>; line: string }> = [
+  { env: { REQUEST_TIMEOUT_MS: '30s' }, line: 'REQUEST_TIMEOUT_MS must be a positive whole number of milliseconds, not "30s"' },
+  {
+    env: { PETSTORE_STAGING_URL: 'https://staging.example.com/v2' },
+    line: 'PETSTORE_STAGING_URL must be an absolute http(s) URL ending in /v1, such as https://api.example.com/v1, not "https://staging.example.com/v2"',
+  },
+  {
+    env: { PETSTORE_OPERATION_COSTS: 'createCategory=5,deleteCategory=2' },
+    line: 'PETSTORE_OPERATION_COSTS entry 2 ("deleteCategory=2"): deleteCategory is not one of listCategories, createCategory, getOpenApiDocument, getPetById, listStoreOrders, guard',
+  },
+  {
+    env: { PETSTORE_OPERATION_COSTS: 'createCategory=61' },
+    line: 'PETSTORE_OPERATION_COSTS: createPetstore: rateLimit.cost.createCategory is 61, more than rateLimit.plans.free.requestsPerMinute (60): such a request could never be admitted',
+  },
+];
+
+describe('the servers\' start-up steps with a variable they cannot use', () => {
+  // What both servers run first, in process: each bad variable is one line and exit 1 before anything listens.
+  // The servers themselves are started below with the first of these (the line reaches stderr from either).
+  it.each(BAD_VARIABLES)('$line', async ({ env, line }) => {
+    const lines: string[] = [];
+    const exits: number[] = [];
+    await startOrExit(
+      async () => {
+        const config = readConfig({ PETSTORE_API_KEYS: 'startup-key:free', PORT: '0', ...env });
+        const api = await examplePetstore(config);
+        await api.close();
+      },
+      (printed) => lines.push(printed),
+      (code) => exits.push(code),
+    );
+    expect(lines).toEqual([`${STARTUP_FAILURE_PREFIX} ${line}`]);
+    expect(exits).toEqual([1]);
+  });
+});
+
 describe.each(['fastify-server.ts', 'express-server.ts'])('%s that cannot start', (script) => {
   it('prints one line naming the variable, without the password or a stack trace, and exits 1', async () => {
     const [databasePort, redisPort] = [await closedPort(), await closedPort()];
@@ -58,19 +98,7 @@ describe.each(['fastify-server.ts', 'express-server.ts'])('%s that cannot start'
         env: { PETSTORE_REDIS_URL: `redis://:s3cret@127.0.0.1:${redisPort}` },
         line: `PETSTORE_REDIS_URL: Redis at redis://:***@127.0.0.1:${redisPort} failed at start-up: connect ECONNREFUSED 127.0.0.1:${redisPort}`,
       },
-      { env: { REQUEST_TIMEOUT_MS: '30s' }, line: 'REQUEST_TIMEOUT_MS must be a positive whole number of milliseconds, not "30s"' },
-      {
-        env: { PETSTORE_STAGING_URL: 'https://staging.example.com/v2' },
-        line: 'PETSTORE_STAGING_URL must be an absolute http(s) URL ending in /v1, such as https://api.example.com/v1, not "https://staging.example.com/v2"',
-      },
-      {
-        env: { PETSTORE_OPERATION_COSTS: 'createCategory=5,deleteCategory=2' },
-        line: 'PETSTORE_OPERATION_COSTS entry 2 ("deleteCategory=2"): deleteCategory is not one of listCategories, createCategory, getOpenApiDocument, getPetById, listStoreOrders, guard',
-      },
-      {
-        env: { PETSTORE_OPERATION_COSTS: 'createCategory=61' },
-        line: 'PETSTORE_OPERATION_COSTS: createPetstore: rateLimit.cost.createCategory is 61, more than rateLimit.plans.free.requestsPerMinute (60): such a request could never be admitted',
-      },
+      BAD_VARIABLES[0] as { env: Record<string, string>; line: string },
     ];
     const runs = await Promise.all(cases.map(({ env }) => runExampleToExit(script, { PETSTORE_API_KEYS: 'startup-key:free', ...env })));
     runs.forEach((run, index) => {

@@ -2,4 +2,5 @@ import { defineConfig } from 'vitest/config';
 
 // isolate: false — the test files share one module graph per worker instead of importing it afresh each
 // (the files keep no module state of their own); npm test runs every package at once on two cores.
-export default defineConfig({ test: { pool: 'threads', include: ['src/**/*.test.ts'], isolate: false } });
+// testTimeout: a guard against a hang on a busy machine, not a measurement (vitest's default is 5 s).
+export default defineConfig({ test: { pool: 'threads', include: ['src/**/*.test.ts'], isolate: false, testTimeout: 30_000 } });

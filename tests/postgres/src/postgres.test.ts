@@ -27,16 +27,16 @@ const API_KEYS: StaticApiKey[] = [
  * One instance on its own pool: categories and rate limits in PostgreSQL, fail-closed; or, with `failOpen`,
  * categories in memory and rate limits in PostgreSQL with a memory insurance store.
  */
-async function startInstance(framework: 'fastify' | 'express', url: string, failOpen = false): Promise<Instance> {
-  const pool = new pg.Pool({ connectionString: url, max: 5, connectionTimeoutMillis: 1000 });
+async function startInstance(framework: 'fastify' | 'express', url: string, failOpen = false, callTimeoutMs = 1000): Promise<Instance> {
+  const pool = new pg.Pool({ connectionString: url, max: 5, connectionTimeoutMillis: callTimeoutMs });
   pool.on('error', () => undefined);
   const onStoreFailure: StoreFailurePolicy = failOpen
     ? { mode: 'fail-open', insuranceStore: memoryRateLimitStore() }
     : { mode: 'fail-closed', retryAfterSeconds: 5 };
   const petstore = createPetstore({
     apiKeys: staticApiKeys(API_KEYS),
-    categories: failOpen ? memoryCategoryStore() : postgresCategoryStore({ pool, callTimeoutMs: 1000 }),
-    rateLimit: { store: postgresRateLimitStore({ pool, callTimeoutMs: 1000 }), onStoreFailure, onStoreError: () => undefined },
+    categories: failOpen ? memoryCategoryStore() : postgresCategoryStore({ pool, callTimeoutMs }),
+    rateLimit: { store: postgresRateLimitStore({ pool, callTimeoutMs }), onStoreFailure, onStoreError: () => undefined },
     onInternalError: () => undefined,
   });
   return servePetstore(framework, petstore, () => pool.end());
@@ -51,15 +51,18 @@ async function waitUntil(done: () => boolean, what: string): Promise<void> {
   }
 }
 
-/** A fresh, migrated PostgreSQL server with a Fastify and an Express instance on it; stopped after the suite. */
-function serversForSuite(): { server: PostgresServer; instances: Instance[] } {
+/**
+ * A fresh, migrated PostgreSQL server with a Fastify and an Express instance on it (stores with `callTimeoutMs`);
+ * stopped after the suite.
+ */
+function serversForSuite(callTimeoutMs?: number): { server: PostgresServer; instances: Instance[] } {
   const started = { server: undefined as unknown as PostgresServer, instances: [] as Instance[] };
   beforeAll(async () => {
     started.server = await startPostgresServer();
     const pool = new pg.Pool({ connectionString: started.server.url });
     await migratePostgres({ pool });
     await pool.end();
-    started.instances.push(...(await Promise.all([startInstance('fastify', started.server.url), startInstance('express', started.server.url)])));
+    started.instances.push(...(await Promise.all([startInstance('fastify', started.server.url, false, callTimeoutMs), startInstance('express', started.server.url, false, callTimeoutMs)])));
   });
   afterAll(async () => {
     await Promise.all(started.instances.map((instance) => instance.close()));
@@ -69,7 +72,8 @@ function serversForSuite(): { server: PostgresServer; instances: Instance[] } {
 }
 
 describe.skipIf(!installed)('two instances on one PostgreSQL', () => {
-  const { instances } = serversForSuite();
+  // A guard against a hang, not a measurement: on a busy machine a slow answer must not become a 503 and a wrong count.
+  const { instances } = serversForSuite(20_000);
 
   it('admit exactly the quota of a parallel burst spread over both, and list the same categories', async () => {
     const answers = await Promise.all(
