@@ -110,18 +110,20 @@ function convertSchemas(value: unknown): unknown {
  * const document = mergeOpenApiDocument(hostDocument, petstore, { prefix: '/v1' });
  * ```
  *
- * @param host the host's OpenAPI 3.0.x or 3.1.x document (a plain JSON object).
+ * @param hostDocument the host's OpenAPI 3.0.x or 3.1.x document (a plain JSON object); the result has its type
+ *   (e.g. @fastify/swagger's, in its `transformObject` hook).
  * @param petstore a petstore (`createPetstore`), or its description (`petstore.openapi`).
  * @throws TypeError when a document is not OpenAPI 3.0.x or 3.1.x, when `prefix` is malformed, when the host
  *   document already has one of the petstore's paths (compared as templates: `/v1/pets/{id}` is
  *   `/v1/pets/{petId}`), or a component of the same kind and name with another definition (set
  *   `componentPrefix`); the message names the path or component.
  */
-export function mergeOpenApiDocument(
-  host: OpenApiDocument,
+export function mergeOpenApiDocument<Document extends object = OpenApiDocument>(
+  hostDocument: Document,
   petstore: OpenApiDocument | { readonly openapi: OpenApiDocument; readonly prefix: string },
   options: MergeOpenApiOptions = {},
-): OpenApiDocument {
+): Document {
+  const host = hostDocument as unknown as Json;
   if (!isObject(host)) throw new TypeError('mergeOpenApiDocument: the host document must be an OpenAPI document (an object)');
   const fromPetstore = typeof (petstore as Json)['openapi'] !== 'string';
   const source = (fromPetstore ? (petstore as { openapi: OpenApiDocument }).openapi : petstore) as Json;
@@ -171,9 +173,11 @@ export function mergeOpenApiDocument(
   }
   const components = petstoreParts['components'] as Json;
   // Copies throughout: the result shares no object with either input.
-  return hostVersion === '3.1'
-    ? finish(host, convertSchemas(paths) as Json, convertSchemas(components) as Json, source, rename)
-    : finish(host, structuredClone(paths), structuredClone(components), source, rename);
+  const merged =
+    hostVersion === '3.1'
+      ? finish(host, convertSchemas(paths) as Json, convertSchemas(components) as Json, source, rename)
+      : finish(host, structuredClone(paths), structuredClone(components), source, rename);
+  return merged as unknown as Document;
 }
 
 /** The host document with `paths`, `components` (names before renaming) and the tags added, clashes refused. */
