@@ -42,7 +42,8 @@ describe("the host's own OpenAPI document", () => {
       await app.register(swagger, {
         openapi: { openapi: version, info: { title: 'Pet shop', version: '3.2.0' } },
         // The one call: the petstore's operations into the document @fastify/swagger builds from the host's routes.
-        transformObject: ({ openapiObject }) => mergeOpenApiDocument(openapiObject, api, { prefix: '/v1' }),
+        transformObject: (document) =>
+          'openapiObject' in document ? mergeOpenApiDocument(document.openapiObject, api, { prefix: '/v1' }) : document.swaggerObject,
       });
       app.get(
         '/health',
