@@ -6,7 +6,8 @@ import TotalReporter from './scripts/total-reporter.js';
 /**
  * `npm test` runs every workspace's tests in one vitest process, one project per workspace (each keeps its own
  * vitest.config.ts): the unit, contract, hostile-input, store, example, OpenAPI and docs suites. The
- * installed-package tests (tests/installed) are `npm run test:installed` (vitest.installed.config.ts).
+ * installed-package tests (tests/installed) are `npm run test:installed` (vitest.installed.config.ts), the
+ * browser and Prometheus tests (tests/browser, tests/observability) `npm run test:e2e` (vitest.e2e.config.ts).
  * `npm test -w <workspace>` still runs one workspace alone.
  *
  * Every project runs its files in worker threads (`pool: 'threads'` in each project's config; a project's pool is
@@ -16,7 +17,7 @@ import TotalReporter from './scripts/total-reporter.js';
  */
 export default defineConfig({
   test: {
-    projects: ['packages/*', 'tests/*', '!tests/installed', 'examples'],
+    projects: ['packages/*', 'tests/*', '!tests/installed', '!tests/browser', '!tests/observability', 'examples'],
     // One more worker than cores (at least three): much of the time goes to child processes (servers, npm),
     // so a worker waiting on one leaves its core to another worker.
     maxWorkers: Math.max(3, availableParallelism() + 1),

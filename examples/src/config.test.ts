@@ -90,6 +90,7 @@ describe('example configuration', () => {
     expect(banner.split('\n')).toContain(`KEY=${demo.demoKey}`);
     expect(demo.demoKey).toMatch(/^[A-Za-z0-9_-]+$/);
     expect(banner).toContain(`curl -i -H "Authorization: Bearer $KEY" http://127.0.0.1:3000/v1/categories`);
+    expect(banner.split('\n')).toContain('API reference (open it in a browser): http://127.0.0.1:3000/v1/docs');
     const configured = readConfig({ PETSTORE_API_KEYS: 'topsecret:pro' });
     expect(startupBanner(configured, 'http://127.0.0.1:3000', 'Express')).not.toContain('topsecret');
   });

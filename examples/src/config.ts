@@ -212,7 +212,7 @@ export function parseOperationCosts(text: string): Partial<Record<CostName, numb
  */
 export function startupBanner(config: ExampleConfig, url: string, framework: string): string {
   const storage = describeStorage(config);
-  const lines = [`petstore categories API (${framework}, ${storage}) listening on ${url}/v1`];
+  const lines = [`petstore categories API (${framework}, ${storage}) listening on ${url}/v1`, `API reference (open it in a browser): ${url}/v1/docs`];
   const managedIn = config.databaseUrl !== undefined ? 'PostgreSQL' : config.redisUrl !== undefined ? 'Redis' : undefined;
   if (managedIn !== undefined) {
     const variable = managedIn === 'PostgreSQL' ? 'PETSTORE_DATABASE_URL' : 'PETSTORE_REDIS_URL';

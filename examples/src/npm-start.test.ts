@@ -65,6 +65,10 @@ describe.each<[string, string[], string]>([
     const npm = await startNpmScript(args, { PETSTORE_API_KEYS: 'npm-start-key:free' });
     expect(npm.output).toContain(`(${framework}, memory storage)`);
     expect((await fetch(`${npm.url}/health`)).status).toBe(200);
+    // The API reference page it prints the address of.
+    expect(npm.output).toContain(`API reference (open it in a browser): ${npm.url}/v1/docs`);
+    const page = await fetch(`${npm.url}/v1/docs`);
+    expect([page.status, page.headers.get('content-type')]).toEqual([200, 'text/html; charset=utf-8']);
     const tree = processTree(npm.child.pid!);
     // npm, scripts/start-example.mjs, the server (and tsx's esbuild service), with no shell between them.
     const commands = tree.map((info) => info.command);

@@ -17,6 +17,8 @@ import { describeError } from './startup.js';
 /** What both storage setups share: the host's operations, their stability and deprecation. */
 const hostOptions = {
   handlers: exampleHandlers,
+  // The API reference page at /v1/docs (Swagger UI, from the swagger-ui-dist package).
+  docs: true,
   stability: { listStoreOrders: 'beta' },
   // Deprecated, with no sunset date yet: it keeps working (and the petstore says so once at start-up). Add a
   // sunsetAtMs when the date is decided; from then on the operation answers 410.

@@ -37,6 +37,7 @@ import type {
   FastifyPluginAsync,
   FastifyReply,
   FastifyRequest,
+  FastifySchema,
   FastifyServerOptions,
   HTTPMethods,
   onRequestAsyncHookHandler,
@@ -111,10 +112,15 @@ const mountPetstore: FastifyPluginAsync<PetstoreFastifyOptions> = async (fastify
       },
     );
   });
-  for (const url of ['/*', '/']) fastify.route({ method: METHODS, url, handler, exposeHeadRoute: false });
+  // `hide`: @fastify/swagger, when the host registers it, leaves these catch-all routes out of the host's document;
+  // the petstore's operations go in with mergeOpenApiDocument (docs/reference-page.md, "The host's own OpenAPI document").
+  for (const url of ['/*', '/']) fastify.route({ method: METHODS, url, handler, exposeHeadRoute: false, schema: HIDDEN_FROM_SWAGGER });
   // Methods Fastify has no route for (e.g. PROPFIND) still get the core's 404/405 answers.
   fastify.setNotFoundHandler(handler);
 };
+
+/** A route schema that only hides the route from @fastify/swagger (its `hide` flag); Fastify validates nothing by it. */
+const HIDDEN_FROM_SWAGGER = { hide: true } as FastifySchema;
 
 /** Methods whose requests Fastify reads no body of, and so no Content-Type (its default `bodyless` methods). */
 const BODYLESS_METHODS = new Set(['GET', 'HEAD', 'TRACE']);

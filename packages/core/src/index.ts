@@ -98,6 +98,8 @@ export {
   type OpenApiOperationInfo,
   type OpenApiOptions,
 } from './openapi/document.js';
+export { mergeOpenApiDocument, type MergeOpenApiOptions } from './openapi/merge.js';
+export { DOCS_CONTENT_SECURITY_POLICY, DOCS_RENDERER_PACKAGE, type DocsOptions } from './http/docs.js';
 export { createPetstore, type FetchInfo, type Petstore } from './http/pipeline.js';
 export type { AnonymousRequest, CostName, PetstoreOptions, PetstoreRateLimitOptions } from './http/petstore-options.js';
 export type { GuardOptions, GuardRequest, GuardResult, PetstoreRateLimitSubject, PetstoreRateLimits } from './http/admission.js';

@@ -229,6 +229,18 @@ const petstoreEntries = {
   prefix: v.optional(
     v.pipe(v.string('must be a string'), v.regex(/^(?:|\/.*[^/])$/, 'must be empty or start with "/" and not end with "/"')),
   ),
+  docs: v.optional(
+    v.union(
+      [
+        v.boolean(),
+        object(
+          { title: v.optional(v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty'))), tryItOut: v.optional(v.boolean('must be true or false')) },
+          'the reference page options ({ title?, tryItOut? })',
+        ),
+      ],
+      'must be true, false or { title?, tryItOut? }',
+    ),
+  ),
   onEvent: v.optional(method('a function (event) => void')),
   onInternalError: v.optional(method('a function (error) => void')),
   onWarning: v.optional(method('a function (warning) => void')),

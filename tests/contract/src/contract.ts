@@ -622,6 +622,33 @@ export function defineContractCases(impl: ServerImpl, { bodyCasesOnly = false }:
       expect(headers.limit).toBe(ANONYMOUS_LIMITS.requestsPerMinute);
     });
 
+    it('serves the reference page (docs: true) and each of its files through the adapter, public and rate limited like the description', async () => {
+      await withOwnServer(
+        async (own) => {
+          const page = await call(own, '/v1/docs');
+          expect(page.status, page.text).toBe(200);
+          expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
+          expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+          expect(page.headers.get('www-authenticate')).toBeNull();
+          expect(expectRateLimitHeaders(page, own).limit).toBe(ANONYMOUS_LIMITS.requestsPerMinute);
+          const files = [...page.text.matchAll(/(?:href|src)="(docs\/[^"]+)"/g)].map((match) => `/v1/${match[1] as string}`);
+          expect(files).toHaveLength(3);
+          for (const file of files) {
+            const answer = await call(own, file);
+            expect(answer.status, `${file}: ${answer.text.slice(0, 200)}`).toBe(200);
+            expect(answer.headers.get('content-type')).toMatch(/^text\/(css|javascript); charset=utf-8$/);
+            expect(answer.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+            // The whole file, as the core has it, whatever the adapter (the bundle is about 1.7 MB).
+            const direct = await own.petstore.handle({ method: 'GET', path: file.slice('/v1'.length), headers: {}, clientAddress: '192.0.2.1' });
+            expect(answer.text === direct.body, file).toBe(true);
+          }
+          expectError(await call(own, '/v1/docs', { method: 'POST' }), own, 405, 'method_not_allowed');
+        },
+        { docs: true },
+      );
+      expectError(await call(server, '/v1/docs'), server, 401, 'unauthorized');
+    });
+
     it('charges GET /v1/openapi.json to a valid key: remaining falls across it and /v1/categories', async () => {
       const remaining: number[] = [];
       for (const path of ['/v1/openapi.json', '/v1/categories', '/v1/openapi.json']) {

@@ -175,6 +175,8 @@ export interface StartOptions {
   anonymousMaxKeys?: number;
   /** `rateLimit.cost` and `rateLimit.ban` of the petstore. Default: none (every operation costs 1; the default ban). */
   rateLimit?: Pick<PetstoreRateLimitOptions, 'cost' | 'ban'>;
+  /** The petstore's `docs` option (the reference page at /v1/docs). Default: off. */
+  docs?: boolean;
 }
 
 /**
@@ -307,6 +309,7 @@ export function testPetstore(options: StartOptions = {}): TestPetstore {
     ...(options.handlers === false ? {} : { handlers }),
     deprecations: { getPetById: { ...PET_DEPRECATION, ...options.deprecation } },
     stability: STABILITY,
+    ...(options.docs === true ? { docs: true } : {}),
   });
   return { clock, petstore, stores, hostCalls, abortions };
 }

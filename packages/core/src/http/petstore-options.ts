@@ -13,6 +13,7 @@ import type { RateLimiterOptions } from '../rate-limit/engine.js';
 import type { CategoryStore } from '../storage/category-store.js';
 import { DEFAULT_BODY_LIMIT_BYTES } from './body.js';
 import { DEFAULT_DEPRECATIONS, type DeprecationPolicy } from './deprecation.js';
+import { createDocsPages, type DocsOptions, type DocsPages } from './docs.js';
 import type { PetstoreEvent } from './events.js';
 import type { HostOperationHandler } from './host-operations.js';
 import { DEFAULT_IDEMPOTENCY_RETENTION_MS } from './idempotency.js';
@@ -109,6 +110,16 @@ export interface PetstoreOptions {
    * (their own `prefix` option).
    */
   prefix?: string;
+  /**
+   * The API reference page: `true` (or {@link DocsOptions}) serves Swagger UI at `{prefix}/docs`, built from the
+   * OpenAPI description, with its scripts and styles read at creation from the `swagger-ui-dist` package (an
+   * optional peer dependency: install it) and served by the API itself. Public like the description and rate
+   * limited like it: each of the page's requests is charged `rateLimit.cost.getOpenApiDocument`. Default
+   * `false` (no page; `{prefix}/docs` answers 404).
+   * @throws TypeError at creation when `swagger-ui-dist` is not installed, naming it.
+   * @see https://github.com/petstore/petstore-categories/blob/main/docs/reference-page.md
+   */
+  docs?: boolean | DocsOptions;
   /** Called with every event: unauthorized, rate_limited, banned, internal_error (see `PetstoreEvent`). */
   onEvent?: (event: PetstoreEvent) => void;
   /**
@@ -140,6 +151,8 @@ export interface ResolvedOptions {
   deprecations: Partial<Record<OperationId, DeprecationPolicy>>;
   stability: Partial<Record<OperationId, Stability>>;
   openapi: OpenApiDocument;
+  /** The reference page (option `docs`), or `undefined` when it is off. */
+  docs: DocsPages | undefined;
   /** `openapi` as JSON text, written once. */
   openapiJson: string;
   clock: Clock;
@@ -178,6 +191,8 @@ export function resolveOptions(options: PetstoreOptions): ResolvedOptions {
   }
   const stability = { ...options.stability };
   const openapi = buildOpenApiDocument(options.openapi ?? {}, { deprecations, stability, costs });
+  const docs =
+    options.docs === undefined || options.docs === false ? undefined : createDocsPages(options.docs, openapi['info'] as { title: string });
   const report = options.onInternalError ?? ((error: unknown) => console.error('[petstore] internal error:', error));
   return {
     apiKeys: Array.isArray(options.apiKeys) ? Object.freeze([...(options.apiKeys as readonly ApiKeyStore[])]) : [options.apiKeys as ApiKeyStore],
@@ -188,6 +203,7 @@ export function resolveOptions(options: PetstoreOptions): ResolvedOptions {
     deprecations,
     stability,
     openapi,
+    docs,
     openapiJson: JSON.stringify(openapi),
     clock: options.clock ?? systemClock,
     bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,

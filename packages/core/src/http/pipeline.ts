@@ -18,6 +18,8 @@
  *    (category-operations.ts); for host operations: path parameters → 400, no handler → 501
  *    (host-operations.ts);
  * 8. the operation itself (category-operations.ts, host-operations.ts; `GET /openapi.json` here).
+ * The reference page (`docs` option: `/docs` and below) takes steps 1–3 as a public operation, then is answered
+ * (docs.ts).
  * Every answer carries the `X-RateLimit-*` headers once step 2 has run; every error answer has the Error
  * body and nothing more (answers.ts). Steps 1–3 are also offered alone, as {@link Petstore.guard}, for the
  * host's own routes. The options are resolved once, at creation (petstore-options.ts).
@@ -92,7 +94,7 @@ function isContinueExpectation(value: string | readonly string[]): boolean {
  */
 export function createPetstore(options: PetstoreOptions): Petstore {
   const resolved = resolveOptions(options);
-  const { clock, deprecations, openapiJson } = resolved;
+  const { clock, deprecations, docs, openapiJson } = resolved;
   const failures = failureAnswers(resolved);
   const { admit, guard, rateLimits } = createAdmission(resolved, failures);
   const { costs } = resolved;
@@ -103,6 +105,11 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     // Until admitted (a failing store, say), the answer has no rate-limit headers.
     let headers: Record<string, string> = {};
     try {
+      // The reference page (option `docs`): public, and charged like the description (docs/reference-page.md).
+      if (docs?.owns(request.path) === true) {
+        const admitted = await admit(request, true, costs.getOpenApiDocument);
+        return 'response' in admitted ? admitted.response : docs.answer(request.path, request.method, admitted.headers);
+      }
       const route = matchRoute(request.method, request.path);
       const isOperation = route.kind === 'operation';
       const admitted = await admit(request, isOperation && route.operation.public, isOperation ? costs[route.operation.operationId] : 1);
