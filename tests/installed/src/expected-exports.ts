@@ -49,7 +49,7 @@ export const EXPECTED_EXPORTS: Record<string, { values: string[]; types: string[
     types: ['CliIo','ExitCode'],
   },
   '@petstore/client': {
-    values: ['DEFAULT_ATTEMPT_TIMEOUT_MS','DEFAULT_RETRY','PetstoreClientError','backoffDelayMs','createPetstoreClient','isPetstoreClientError','parseRetryAfter','readRateLimitInfo'],
-    types: ['Category','ErrorBody','ErrorCode','NewCategory','PetstoreCallOptions','PetstoreClient','PetstoreClientErrorCode','PetstoreClientErrorDetails','PetstoreClientOptions','PetstoreCreateOptions','PetstoreFetch','PetstoreFetchHeaders','PetstoreFetchInit','PetstoreFetchResponse','RateLimitInfo','ResolvedRetryOptions','RetryOptions'],
+    values: ['DEFAULT_ATTEMPT_TIMEOUT_MS','DEFAULT_PAGE_LIMIT','DEFAULT_RETRY','PetstoreClientError','backoffDelayMs','createPetstoreClient','isPetstoreClientError','parseRetryAfter','readRateLimitInfo'],
+    types: ['Category','ErrorBody','ErrorCode','NewCategory','PetstoreCallOptions','PetstoreClient','PetstoreClientErrorCode','PetstoreClientErrorDetails','PetstoreClientOptions','PetstoreCreateOptions','PetstoreFetch','PetstoreFetchHeaders','PetstoreFetchInit','PetstoreFetchResponse','PetstoreListOptions','PetstorePagesOptions','RateLimitInfo','ResolvedRetryOptions','RetryOptions'],
   },
 };
