@@ -404,7 +404,7 @@ function renderReport({ http, backends, scaleOut, script, core, memory, hostile,
       if (before === undefined || cached === undefined || notModified === undefined || page === undefined) continue;
       const total = (entry: typeof before) => entry.appMicros + (entry.storeMicros ?? 0);
       budget.push(
-        `- List: ${store}, ${fmt(list.categories)} categories: an unchanged full list costs ${ratio(total(cached) / total(before))} of a read-and-serialise (app + store CPU), a 304 ${ratio(total(notModified) / total(before))} (and ${fmt(notModified.bodyBytes)} body bytes instead of ${fmt(before.bodyBytes)}), a page of 100 ${ratio(total(page) / total(before))}`,
+        `- List: ${store}, ${fmt(list.categories)} categories, app + store CPU per request against a full list read and serialised (${us(total(before))} µs): an unchanged full list ${us(total(cached))} µs (${fmt(total(before) / total(cached))}× less), a 304 ${us(total(notModified))} µs (${fmt(total(before) / total(notModified))}× less, ${fmt(notModified.bodyBytes)} body bytes instead of ${fmt(before.bodyBytes)}), a page of 100 ${us(total(page))} µs (${fmt(total(before) / total(page))}× less)`,
       );
     }
   }
