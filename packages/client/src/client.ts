@@ -455,7 +455,7 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
     listCategories: async (callOptions) => (await listPage(pageUrl(categoriesUrl, callOptions?.limit, callOptions?.after), callOptions)).categories,
     listCategoryPages(pagesOptions) {
       return (async function* pages() {
-        for (let url: string | undefined = pageUrl(categoriesUrl, pagesOptions?.limit ?? DEFAULT_PAGE_LIMIT, pagesOptions?.after ?? 0); url !== undefined; ) {
+        for (let url: string | undefined = pageUrl(categoriesUrl, pagesOptions?.limit ?? DEFAULT_PAGE_LIMIT, pagesOptions?.after); url !== undefined; ) {
           const page: ListPage = await listPage(url, pagesOptions);
           yield page.categories;
           url = page.next;
