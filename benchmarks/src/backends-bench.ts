@@ -160,7 +160,7 @@ function unpin(pid: number): void {
  * started that is still running, plus the time of its children that have exited (`cutime`, `cstime` of the
  * postmaster). Found from the pid of one of `pool`'s backends; needs the server on this machine (/proc).
  */
-async function postgresCpu(pool: pg.Pool, url: string): Promise<{ postmaster: number; micros(): number } | { reason: string }> {
+export async function postgresCpu(pool: pg.Pool, url: string): Promise<{ postmaster: number; micros(): number } | { reason: string }> {
   if (process.platform !== 'linux') return { reason: 'no /proc on this system' };
   if (!isLoopback(url)) return { reason: 'the PostgreSQL server is not on this machine' };
   const { rows } = await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');

@@ -3,7 +3,7 @@
  * side by side, the core rate-limit micro-benchmark, memory per tracked key, and server CPU per request for
  * hostile 1 MiB request bodies; writes BENCHMARKS.md at the repository root.
  *
- * Flags: `--quick` (short runs, for trying the harness), `--only=http,backends,scaleout,script,core,memory,hostile`
+ * Flags: `--quick` (short runs, for trying the harness), `--only=http,backends,scaleout,script,core,memory,hostile,list`
  * (all by default; with `--only`, the other sections of the existing BENCHMARKS.md are kept).
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -15,6 +15,7 @@ import { runHttpBenchmark, type HttpRow } from './http-bench.js';
 import type { BackendsResult } from './backends-bench.js';
 import type { CoreBenchResult } from './core-bench.js';
 import type { HostileBenchResult } from './hostile-bench.js';
+import type { ListBenchResult } from './list-bench.js';
 import type { MemoryBenchResult } from './memory-bench.js';
 import type { ScaleOutResult } from './scaleout-bench.js';
 import type { ScriptBenchResult } from './script-bench.js';
@@ -74,7 +75,13 @@ if (only.has('hostile')) {
   hostile = await (await import('./hostile-bench.js')).runHostileBenchmark({ quick }, log);
 }
 
-const fresh = renderReport({ http, backends, scaleOut, script, core, memory, hostile, settings, quick });
+let list: ListBenchResult | undefined;
+if (only.has('list')) {
+  log('list: GET /v1/categories with 100,000 categories on memory, Redis and PostgreSQL');
+  list = await (await import('./list-bench.js')).runListBenchmark({ quick }, log);
+}
+
+const fresh = renderReport({ http, backends, scaleOut, script, core, memory, hostile, list, settings, quick });
 const target = fileURLToPath(new URL('../../BENCHMARKS.md', import.meta.url));
 let report = fresh;
 if (onlyFlag !== undefined && existsSync(target)) {
@@ -98,11 +105,12 @@ interface ReportInput {
   core: CoreBenchResult | undefined;
   memory: MemoryBenchResult | undefined;
   hostile: HostileBenchResult | undefined;
+  list: ListBenchResult | undefined;
   settings: typeof settings;
   quick: boolean;
 }
 
-function renderReport({ http, backends, scaleOut, script, core, memory, hostile, settings, quick }: ReportInput): string {
+function renderReport({ http, backends, scaleOut, script, core, memory, hostile, list, settings, quick }: ReportInput): string {
   const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
   const ratio = (n: number) => `${n.toFixed(2)}×`;
   const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
@@ -371,6 +379,35 @@ function renderReport({ http, backends, scaleOut, script, core, memory, hostile,
       `- Worst 1 MiB body: ${worst.shape} ${ms(worst.cpuMs)} ms server CPU per request (${worst.server}) — met if < 100 ms: ${verdict(worst.cpuMs < 100)}`,
       `- Every hostile body answered as documented (bounds refuse, status and code): ${unexpected.length === 0 ? 'all' : unexpected.join(', ')} — ${verdict(unexpected.length === 0)}`,
     );
+  }
+  if (list) {
+    const us = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? '—' : fmt(n, n < 100 ? 1 : 0));
+    const row = (store: string, request: string) => list.rows.find((entry) => entry.store === store && entry.request === request);
+    lines.push(
+      SECTION_HEADINGS.list,
+      '',
+      `GET /v1/categories with ${fmt(list.categories)} categories (names \`category <n>\`, every second one with a description), in process through \`petstore.handle\` (no HTTP framing; the rate limit in memory), one request at a time: ${list.rounds} rounds of ${Object.entries(list.requestsPerRound).map(([request, count]) => `${fmt(count)} × ${request}`).join(', ')}, every round visiting every store and request in turn (after a warm-up round of a tenth); the median round is reported. "App CPU" is this process's user + system time per request, the store client's work included; "store CPU" is redis-server's (\`INFO cpu\`, Redis ${list.redisVersion}) or the PostgreSQL ${list.postgresVersion} server processes' (/proc), per request; for memory the store is inside the app. "full list, no listVersion" is the core with a store that has no \`listVersion\` (tagged by a hash of the body): on Redis and PostgreSQL it reads and serialises the list for every request, what every full list cost before ETags; the memory store answers one frozen array until the next create, whose JSON and tag the core reuses, as it reused the JSON before ETags. PostgreSQL's CPU is counted in clock ticks (10 ms), so its small per-request figures are coarse. "page of 100" asks for \`?limit=100&after=<random>\`; the 304 rows send the current tag in \`If-None-Match\`. Seeded directly (memory: its \`create\`; Redis: pipelined \`HSET\`; PostgreSQL: one \`INSERT … SELECT FROM generate_series\`), not through the API. Took ${fmt(list.seconds)} s.${list.postgresCpuUnmeasured === undefined ? '' : ` PostgreSQL CPU not measured: ${list.postgresCpuUnmeasured}.`}`,
+      '',
+      '| store | request | status | body bytes | app CPU µs/req | store CPU µs/req |',
+      '|---|---|---|---:|---:|---:|',
+      ...list.rows.map(
+        (entry) =>
+          `| ${entry.store} | ${entry.request} | ${entry.statuses.join(' / ')} | ${fmt(entry.bodyBytes)} | ${us(entry.appMicros)} | ${entry.store === 'memory' ? '(in app)' : us(entry.storeMicros)} |`,
+      ),
+      '',
+    );
+    // Memory answers one frozen array, whose JSON the core reused before ETags too: no read-and-serialise to compare with.
+    for (const store of ['redis', 'postgres']) {
+      const before = row(store, 'full list, no listVersion');
+      const cached = row(store, 'full list');
+      const notModified = row(store, '304 full list');
+      const page = row(store, 'page of 100');
+      if (before === undefined || cached === undefined || notModified === undefined || page === undefined) continue;
+      const total = (entry: typeof before) => entry.appMicros + (entry.storeMicros ?? 0);
+      budget.push(
+        `- List: ${store}, ${fmt(list.categories)} categories, app + store CPU per request against a full list read and serialised (${us(total(before))} µs): an unchanged full list ${us(total(cached))} µs (${fmt(total(before) / total(cached))}× less), a 304 ${us(total(notModified))} µs (${fmt(total(before) / total(notModified))}× less, ${fmt(notModified.bodyBytes)} body bytes instead of ${fmt(before.bodyBytes)}), a page of 100 ${us(total(page))} µs (${fmt(total(before) / total(page))}× less)`,
+      );
+    }
   }
   lines.push('## Budget', '', ...budget, '');
   return lines.join('\n');

@@ -81,6 +81,23 @@ describe('@petstore/client against the example server', () => {
     expect((client.lastRateLimit?.resetAtSeconds ?? 0) * 1000).toBeGreaterThan(sentAfterMs);
   });
 
+  it.for(variants)('pages through every category, following Link rel="next", and revalidates a page with 304 ($name)', async ({ name, fetch }) => {
+    const recorder = recording(fetch);
+    const client = createPetstoreClient({ baseUrl, apiKey: 'client-big', fetch: recorder.fetch });
+    for (let i = 0; i < 3; i++) await client.createCategory({ name: `Paged ${i} via ${name}` });
+    const all = await client.listCategories();
+    const paged = [];
+    for await (const page of client.listCategoryPages({ limit: 2 })) {
+      expect(page.length).toBeLessThanOrEqual(2);
+      paged.push(...page);
+    }
+    expect(paged).toEqual(all);
+    const sentBefore = recorder.sent;
+    expect(await client.listCategories({ limit: 2 })).toEqual(all.slice(0, 2));
+    expect(recorder.sent).toBe(sentBefore + 1);
+    expect(recorder.answers.at(-1)?.status).toBe(304);
+  });
+
   it.for(variants.map((variant, index) => ({ ...variant, key: `client-units-${index + 1}` })))(
     'counts units in lastRateLimit: a create costing 5 (PETSTORE_OPERATION_COSTS) leaves 995 of 1000 ($name)',
     async ({ fetch, key }) => {
@@ -168,7 +185,8 @@ describe('@petstore/client against the API on a fake clock', () => {
 
     await expect(client.listCategories()).resolves.toEqual([]);
 
-    expect(recorder.answers.map((answer) => answer.status)).toEqual([200, 200, 429, 200]);
+    // The list is unchanged: every call after the first revalidates with If-None-Match and gets 304 (charged alike).
+    expect(recorder.answers.map((answer) => answer.status)).toEqual([200, 304, 429, 304]);
     const [limited, retried] = recorder.answers.slice(2);
     const retryAfterSeconds = Number(limited?.retryAfter);
     expect(retryAfterSeconds).toBe(secondsToNextMinute);

@@ -3,10 +3,11 @@
  * the last `X-RateLimit-*` state, retries that honour `Retry-After` (creates made safe to retry by an
  * `Idempotency-Key`), per-call cancellation and per-attempt timeouts.
  */
+import { LRUCache } from 'lru-cache';
 import type { Category, NewCategory } from './api-types.js';
 import { attemptSignal, raceAbort, sleepWithTimers } from './abort.js';
 import { PetstoreClientError, type PetstoreClientErrorCode } from './errors.js';
-import type { PetstoreFetch, PetstoreFetchInit } from './fetch-types.js';
+import type { PetstoreFetch, PetstoreFetchHeaders, PetstoreFetchInit } from './fetch-types.js';
 import { checkIdempotencyKey, newIdempotencyKey, serializeIdempotencyKey } from './idempotency.js';
 import { readRateLimitInfo, type RateLimitInfo } from './rate-limit-info.js';
 import { backoffDelayMs, parseRetryAfter, resolveRetryOptions, type RetryOptions } from './retry.js';
@@ -61,6 +62,38 @@ export interface PetstoreCallOptions {
   signal?: AbortSignal | undefined;
 }
 
+/**
+ * Per-call options of {@link PetstoreClient.listCategories}: `signal`, plus the page to ask for. Without `limit` and
+ * `after` the call asks for every category (one answer).
+ */
+export interface PetstoreListOptions extends PetstoreCallOptions {
+  /**
+   * Most categories to answer: a whole number ≥ 1 (the server accepts up to 1000 and answers 400
+   * `validation_failed` above). Sent as `?limit=`.
+   */
+  limit?: number | undefined;
+  /** Only categories whose id is above this one: a safe integer ≥ 0 (typically the last id of the previous page). */
+  after?: number | undefined;
+}
+
+/** Options of {@link PetstoreClient.listCategoryPages}. */
+export interface PetstorePagesOptions extends PetstoreCallOptions {
+  /** Categories per page: a whole number from 1 to 1000. Default {@link DEFAULT_PAGE_LIMIT} (100). */
+  limit?: number | undefined;
+  /** Start after this id (a safe integer ≥ 0); default 0, the first category. */
+  after?: number | undefined;
+}
+
+/** Categories per page of {@link PetstoreClient.listCategoryPages} unless `limit` says otherwise: 100. */
+export const DEFAULT_PAGE_LIMIT = 100;
+
+/**
+ * How many list answers the client keeps to revalidate (`If-None-Match`): the last answer of each of the 16 URLs
+ * used most recently (the full list, or one page), holding at most 32 Mi characters of JSON in all; a larger answer
+ * is not kept.
+ */
+const LIST_CACHE = { max: 16, maxSizeChars: 32 * 1024 * 1024 } as const;
+
 /** Per-call options of {@link PetstoreClient.createCategory}: `signal`, plus the create's idempotency key. */
 export interface PetstoreCreateOptions extends PetstoreCallOptions {
   /**
@@ -79,13 +112,29 @@ export interface PetstoreCreateOptions extends PetstoreCallOptions {
 /** A client of the petstore categories API. Create it with {@link createPetstoreClient}. */
 export interface PetstoreClient {
   /**
-   * `GET /categories`.
-   * @param options `signal` to cancel the call; see {@link PetstoreCallOptions}
-   * @returns every category, in the server's order (id order for this library's server)
-   * @throws {@link PetstoreClientError} (`unauthorized`, `rate_limited`, `network_error`, `timeout`, …) once
-   *   retries, if any, are exhausted; `aborted` at once when `options.signal` aborts
+   * `GET /categories`, or a page of it with `limit` and `after` (`GET /categories?limit=…&after=…`). The client
+   * keeps the last answer of each URL with its `ETag` and sends `If-None-Match` with it: when the server answers
+   * 304 Not Modified (the list is unchanged), the kept answer is returned again, and only headers crossed the
+   * network. (A 304 is charged to the rate limit like any request.)
+   * @param options `signal` to cancel the call; `limit` and `after` for a page; see {@link PetstoreListOptions}
+   * @returns the categories, in id order: every one, or at most `limit` with ids above `after`
+   * @throws TypeError when `limit` is not a whole number ≥ 1 or `after` not a safe integer ≥ 0; nothing is sent
+   * @throws {@link PetstoreClientError} (`validation_failed` for a `limit` over the server's 1000, `unauthorized`,
+   *   `rate_limited`, `network_error`, `timeout`, …) once retries, if any, are exhausted; `aborted` at once when
+   *   `options.signal` aborts
    */
-  listCategories(options?: PetstoreCallOptions): Promise<Category[]>;
+  listCategories(options?: PetstoreListOptions): Promise<Category[]>;
+  /**
+   * Every category, page by page: asks for `limit` categories (default 100) above `after` (default 0), yields them,
+   * and follows the answer's `Link: <…>; rel="next"` (RFC 8288) until an answer has none. Each page is one call of
+   * its own (retries, `If-None-Match`, `signal` as {@link PetstoreClient.listCategories}); the next page is asked
+   * for only when the loop asks for it, so `break` stops early. Categories created while paging show up on a later
+   * page when their id is above the last one read.
+   * @throws TypeError as {@link PetstoreClient.listCategories}, from the first `next()`
+   * @throws {@link PetstoreClientError} as {@link PetstoreClient.listCategories}; `invalid_response` when a `next`
+   *   link points outside `baseUrl`'s origin (the API key is never sent elsewhere)
+   */
+  listCategoryPages(options?: PetstorePagesOptions): AsyncIterableIterator<Category[]>;
   /**
    * `POST /categories` with the NewCategory as a JSON body and an `Idempotency-Key` header: a fresh random UUID
    * per call, or `options.idempotencyKey`. Every retry of the call sends the same key, so a retry after a 503,
@@ -134,6 +183,57 @@ function isCategory(value: unknown): value is Category {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
   const { id, name, description } = value as Record<string, unknown>;
   return Number.isSafeInteger(id) && typeof name === 'string' && (description === undefined || typeof description === 'string');
+}
+
+/** An answer the client accepts (2xx, or 304 to a request with If-None-Match), read whole. */
+interface Answer {
+  status: number;
+  headers: PetstoreFetchHeaders;
+  text: string;
+}
+
+/** What a call makes of an accepted answer: its value, or what is wrong with it (`invalid_response`). */
+type Accept<T> = (answer: Answer) => { ok: true; value: T } | { ok: false; problem: string; cause?: unknown };
+
+/** A list answer kept for If-None-Match: its tag, its JSON text and its next-page link. */
+interface KeptList {
+  etag: string;
+  text: string;
+  next: string | undefined;
+}
+
+/** One list answer: the categories, and the absolute URL of the next page while more remain. */
+interface ListPage {
+  categories: Category[];
+  next: string | undefined;
+}
+
+/**
+ * The list URL for a page: `?limit=…&after=…` with what is given (the order the server's `Link` uses, so a followed
+ * link and a page asked for by hand share one kept answer).
+ * @throws TypeError when `limit` is not a whole number ≥ 1 or `after` not a safe integer ≥ 0
+ */
+function pageUrl(categoriesUrl: string, limit: number | undefined, after: number | undefined): string {
+  if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1)) throw new TypeError(`limit must be a whole number >= 1, got ${String(limit)}`);
+  if (after !== undefined && (!Number.isSafeInteger(after) || after < 0)) throw new TypeError(`after must be a safe integer >= 0, got ${String(after)}`);
+  const query = [limit === undefined ? '' : `limit=${limit}`, after === undefined ? '' : `after=${after}`].filter((part) => part !== '').join('&');
+  return query === '' ? categoriesUrl : `${categoriesUrl}?${query}`;
+}
+
+// One link-value of a Link header (RFC 8288 §3): `<target>` and its parameters, up to the next comma outside them.
+const LINK_VALUE = /<([^>]*)>((?:\s*;\s*[^;,]*)*)/g;
+const REL_NEXT = /;\s*rel\s*=\s*(?:"([^"]*)"|([^\s;,"]+))/i;
+
+/** The absolute URL of the `rel="next"` link of an answer (resolved against `url`), or `undefined`. */
+function nextLink(headers: PetstoreFetchHeaders, url: string): string | undefined {
+  const link = headers.get('link');
+  if (link === null) return undefined;
+  for (const [, target, parameters] of link.matchAll(LINK_VALUE)) {
+    const rel = REL_NEXT.exec(parameters ?? '');
+    const relations = (rel?.[1] ?? rel?.[2] ?? '').toLowerCase().split(/\s+/);
+    if (relations.includes('next') && URL.canParse(target as string, url)) return new URL(target as string, url).href;
+  }
+  return undefined;
 }
 
 function errorBodyOf(value: unknown): { code: PetstoreClientErrorCode; message: string } | undefined {
@@ -223,42 +323,43 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
   const random = options.random ?? Math.random;
   let lastRateLimit: RateLimitInfo | undefined;
 
-  const abortedError = (init: PetstoreFetchInit, signal: AbortSignal, attempts: number) =>
-    new PetstoreClientError('aborted', `${init.method} ${categoriesUrl} was aborted`, { status: 0, attempts, cause: signal.reason });
+  const abortedError = (url: string, init: PetstoreFetchInit, signal: AbortSignal, attempts: number) =>
+    new PetstoreClientError('aborted', `${init.method} ${url} was aborted`, { status: 0, attempts, cause: signal.reason });
 
   /**
    * One request, bounded by `limitMs`. `budgetBound`: the limit is what is left of the call's budget, so
    * running out of it ends the call.
    */
   async function attempt<T>(
+    url: string,
     init: PetstoreFetchInit,
-    accept: (value: unknown) => value is T,
+    accept: Accept<T>,
     attempts: number,
     callerSignal: AbortSignal | undefined,
     limitMs: number,
     budgetBound: boolean,
   ): Promise<AttemptOutcome<T>> {
     const timeoutMessage = budgetBound
-      ? `${init.method} ${categoriesUrl} ran out of the call's ${retry.maxElapsedMs} ms budget`
-      : `${init.method} ${categoriesUrl} timed out after ${limitMs} ms`;
+      ? `${init.method} ${url} ran out of the call's ${retry.maxElapsedMs} ms budget`
+      : `${init.method} ${url} timed out after ${limitMs} ms`;
     const deadline = attemptSignal(callerSignal, limitMs, timeoutMessage);
     const { signal } = deadline;
     // Whatever the fetch rejects with (undici's DOMException, node-fetch's AbortError, anything), the
     // signal's state tells an aborted or timed-out attempt from a network error.
     const failure = (cause: unknown): AttemptOutcome<T> => {
-      if (callerSignal?.aborted) return { ok: false, error: abortedError(init, callerSignal, attempts), retry: 'never', retryAfterMs: undefined };
+      if (callerSignal?.aborted) return { ok: false, error: abortedError(url, init, callerSignal, attempts), retry: 'never', retryAfterMs: undefined };
       if (deadline.timedOut) {
         const error = new PetstoreClientError('timeout', timeoutMessage, { status: 0, attempts, cause: signal.reason });
         // Like a network error after sending; but when the budget ran out, nothing is left to retry with.
         return { ok: false, error, retry: budgetBound ? 'never' : 'retry', retryAfterMs: undefined };
       }
-      const message = `${init.method} ${categoriesUrl} failed: ${describeNetworkError(cause)}`;
+      const message = `${init.method} ${url} failed: ${describeNetworkError(cause)}`;
       return { ok: false, error: new PetstoreClientError('network_error', message, { status: 0, attempts, cause }), retry: 'retry', retryAfterMs: undefined };
     };
     try {
       let response;
       try {
-        response = await raceAbort(doFetch(categoriesUrl, { ...init, signal }), signal);
+        response = await raceAbort(doFetch(url, { ...init, signal }), signal);
       } catch (cause) {
         return failure(cause);
       }
@@ -271,18 +372,19 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
       } catch (cause) {
         return failure(cause); // the server answered: the request was executed or refused
       }
-      const json = parseJson(text);
       const details = { status, attempts, retryAfterSeconds: retryAfter?.seconds };
-      if (status >= 200 && status < 300) {
-        if (json.ok && accept(json.value)) return { ok: true, value: json.value };
-        const message = `HTTP ${status} answer to ${init.method} ${categoriesUrl} is not the expected JSON`;
-        const cause = json.ok ? undefined : json.cause;
-        return { ok: false, error: new PetstoreClientError('invalid_response', message, { ...details, cause }), retry: 'never', retryAfterMs: undefined };
+      // 304 only answers a request that sent If-None-Match: the caller's `accept` returns what it kept.
+      if ((status >= 200 && status < 300) || (status === 304 && init.headers['if-none-match'] !== undefined)) {
+        const accepted = accept({ status, headers: response.headers, text });
+        if (accepted.ok) return { ok: true, value: accepted.value };
+        const message = `HTTP ${status} answer to ${init.method} ${url} ${accepted.problem}`;
+        return { ok: false, error: new PetstoreClientError('invalid_response', message, { ...details, cause: accepted.cause }), retry: 'never', retryAfterMs: undefined };
       }
+      const json = parseJson(text);
       const body = json.ok ? errorBodyOf(json.value) : undefined;
       const error = body
         ? new PetstoreClientError(body.code, body.message, details)
-        : new PetstoreClientError('invalid_response', `HTTP ${status} answer to ${init.method} ${categoriesUrl} has no Error body`, {
+        : new PetstoreClientError('invalid_response', `HTTP ${status} answer to ${init.method} ${url} has no Error body`, {
             ...details,
             cause: json.ok ? undefined : json.cause,
           });
@@ -292,14 +394,14 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
     }
   }
 
-  async function send<T>(init: PetstoreFetchInit, accept: (value: unknown) => value is T, callOptions: PetstoreCallOptions | undefined): Promise<T> {
+  async function send<T>(url: string, init: PetstoreFetchInit, accept: Accept<T>, callOptions: PetstoreCallOptions | undefined): Promise<T> {
     const signal = callOptions?.signal ?? undefined;
     const startedAt = now();
     let budgetLeftMs = retry.maxElapsedMs;
     for (let attempts = 1; ; attempts++) {
-      if (signal?.aborted) throw abortedError(init, signal, attempts - 1);
+      if (signal?.aborted) throw abortedError(url, init, signal, attempts - 1);
       const budgetBound = budgetLeftMs <= attemptTimeoutMs;
-      const outcome = await attempt(init, accept, attempts, signal, budgetBound ? budgetLeftMs : attemptTimeoutMs, budgetBound);
+      const outcome = await attempt(url, init, accept, attempts, signal, budgetBound ? budgetLeftMs : attemptTimeoutMs, budgetBound);
       if (outcome.ok) return outcome.value;
       if (outcome.retry === 'never' || attempts >= retry.maxAttempts) throw outcome.error;
       const waitMs = Math.max(outcome.retryAfterMs ?? 0, backoffDelayMs(attempts - 1, retry, random));
@@ -308,7 +410,7 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
       try {
         await raceAbort(sleep(waitMs, signal), signal);
       } catch (cause) {
-        if (signal?.aborted) throw abortedError(init, signal, attempts);
+        if (signal?.aborted) throw abortedError(url, init, signal, attempts);
         throw cause;
       }
       budgetLeftMs = retry.maxElapsedMs - (now() - startedAt);
@@ -317,24 +419,65 @@ export function createPetstoreClient(options: PetstoreClientOptions): PetstoreCl
   }
 
   const authorization = `Bearer ${apiKey}`;
+  const origin = new URL(categoriesUrl).origin;
+  // The last list answer of each URL, for If-None-Match (see LIST_CACHE).
+  const listAnswers = new LRUCache<string, KeptList>({
+    max: LIST_CACHE.max,
+    maxSize: LIST_CACHE.maxSizeChars,
+    sizeCalculation: (kept) => Math.max(1, kept.text.length),
+  });
+
+  /** One list request: sends the kept tag, and answers the kept list on 304. */
+  async function listPage(url: string, callOptions: PetstoreCallOptions | undefined): Promise<ListPage> {
+    const kept = listAnswers.get(url);
+    const headers: Record<string, string> = { authorization, accept: 'application/json' };
+    if (kept !== undefined) headers['if-none-match'] = kept.etag;
+    return send(
+      url,
+      { method: 'GET', headers },
+      (answer) => {
+        const fresh = answer.status !== 304;
+        const text = fresh ? answer.text : (kept as KeptList).text;
+        const json = parseJson(text);
+        if (!json.ok) return { ok: false, problem: 'is not the expected JSON', cause: json.cause };
+        if (!Array.isArray(json.value) || !json.value.every(isCategory)) return { ok: false, problem: 'is not the expected JSON' };
+        const next = fresh ? nextLink(answer.headers, url) : (kept as KeptList).next;
+        if (next !== undefined && new URL(next).origin !== origin) return { ok: false, problem: `links its next page outside ${origin}` };
+        const etag = answer.headers.get('etag');
+        if (fresh && etag !== null) listAnswers.set(url, { etag, text, next });
+        return { ok: true, value: { categories: json.value, next } };
+      },
+      callOptions,
+    );
+  }
+
   return {
-    listCategories: (callOptions) =>
-      send(
-        { method: 'GET', headers: { authorization, accept: 'application/json' } },
-        (value): value is Category[] => Array.isArray(value) && value.every(isCategory),
-        callOptions,
-      ),
+    listCategories: async (callOptions) => (await listPage(pageUrl(categoriesUrl, callOptions?.limit, callOptions?.after), callOptions)).categories,
+    listCategoryPages(pagesOptions) {
+      return (async function* pages() {
+        for (let url: string | undefined = pageUrl(categoriesUrl, pagesOptions?.limit ?? DEFAULT_PAGE_LIMIT, pagesOptions?.after); url !== undefined; ) {
+          const page: ListPage = await listPage(url, pagesOptions);
+          yield page.categories;
+          url = page.next;
+        }
+      })();
+    },
     createCategory: async (newCategory, callOptions) => {
       const given = callOptions?.idempotencyKey;
       // One key per call, made before the first attempt: every retry sends the same.
       const idempotencyKey = serializeIdempotencyKey(given === undefined ? newIdempotencyKey() : checkIdempotencyKey(given));
       return send(
+        categoriesUrl,
         {
           method: 'POST',
           headers: { authorization, accept: 'application/json', 'content-type': 'application/json', 'idempotency-key': idempotencyKey },
           body: JSON.stringify(newCategory),
         },
-        isCategory,
+        (answer) => {
+          const json = parseJson(answer.text);
+          if (json.ok && isCategory(json.value)) return { ok: true, value: json.value };
+          return { ok: false, problem: 'is not the expected JSON', cause: json.ok ? undefined : json.cause };
+        },
         callOptions,
       );
     },

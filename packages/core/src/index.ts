@@ -82,9 +82,10 @@ export {
   type RateLimiterOptions,
   type StoreFailurePolicy,
 } from './rate-limit/engine.js';
-export type { CategoryStore, IdempotentCreateRequest, IdempotentCreateResult } from './storage/category-store.js';
+export type { CategoryPage, CategoryStore, IdempotentCreateRequest, IdempotentCreateResult } from './storage/category-store.js';
 export type { BodyReadResult, PetstoreHeaders, PetstoreRequest, PetstoreRequestBody, PetstoreResponse } from './http/types.js';
 export { DEFAULT_BODY_LIMIT_BYTES } from './http/body.js';
+export { DEFAULT_CATEGORY_PAGE_LIMIT, MAX_CATEGORY_PAGE_LIMIT } from './http/category-list.js';
 export { DEFAULT_IDEMPOTENCY_RETENTION_MS, MAX_IDEMPOTENCY_KEY_LENGTH } from './http/idempotency.js';
 export type { HostOperationId, OperationId, Stability } from './http/operations.js';
 export { DEFAULT_DEPRECATIONS, type DeprecationPolicy } from './http/deprecation.js';

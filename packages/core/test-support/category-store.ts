@@ -12,8 +12,11 @@ export interface TestCategoryStore extends CategoryStore {
   readonly idempotentRequests: readonly IdempotentCreateRequest[];
 }
 
-/** Creates an empty store; ids start at 1 and increase by 1. Idempotency records expire on the system clock. */
-export function testCategoryStore(): TestCategoryStore {
+/**
+ * Creates an empty store; ids start at 1 and increase by 1. Idempotency records expire on the system clock.
+ * `listVersion: false` leaves out the optional `listVersion()` (the core then tags lists by a hash of the body).
+ */
+export function testCategoryStore(options: { listVersion?: boolean } = {}): TestCategoryStore {
   const records: Category[] = [];
   const idempotentRequests: IdempotentCreateRequest[] = [];
   const recorded = new Map<string, { fingerprint: string; category: Category; expiresAtMs: number }>();
@@ -22,10 +25,17 @@ export function testCategoryStore(): TestCategoryStore {
     records.push(category);
     return { ...category };
   };
-  return {
+  const store: TestCategoryStore = {
     records,
     idempotentRequests,
-    list: () => Promise.resolve(records.map((category) => ({ ...category }))),
+    list: (page) =>
+      Promise.resolve(
+        records
+          .filter((category) => category.id > (page?.after ?? 0))
+          .slice(0, page?.limit)
+          .map((category) => ({ ...category })),
+      ),
+    listVersion: () => Promise.resolve(`${records.length} created`),
     create: (newCategory) => Promise.resolve(create(newCategory)),
     createIdempotent(newCategory, request) {
       idempotentRequests.push(request);
@@ -38,4 +48,6 @@ export function testCategoryStore(): TestCategoryStore {
       return Promise.resolve({ outcome: 'created', category });
     },
   };
+  if (options.listVersion === false) delete store.listVersion;
+  return store;
 }

@@ -1,4 +1,4 @@
-import { PetstoreError, type Category, type CategoryStore, type IdempotentCreateRequest, type IdempotentCreateResult, type NewCategory } from '@petstore/core';
+import { PetstoreError, type Category, type CategoryPage, type CategoryStore, type IdempotentCreateRequest, type IdempotentCreateResult, type NewCategory } from '@petstore/core';
 import { LRUCache } from 'lru-cache';
 
 /** Options of {@link memoryCategoryStore}. */
@@ -19,8 +19,13 @@ export interface MemoryCategoryStoreOptions {
 
 /** A {@link CategoryStore} in process memory. */
 export interface MemoryCategoryStore extends CategoryStore {
-  /** Every category in id order: one frozen array until the next create. */
-  list(): Promise<readonly Category[]>;
+  /**
+   * Every category in id order (one frozen array until the next create), or the page asked for: at most
+   * `page.limit`, ids above `page.after`, found by binary search (a page costs its size, not the list's).
+   */
+  list(page?: CategoryPage): Promise<readonly Category[]>;
+  /** The last id handed out, in decimal (`"0"` while empty): it changes exactly when a category is created. */
+  listVersion(): Promise<string>;
   create(newCategory: NewCategory): Promise<Category>;
   createIdempotent(newCategory: NewCategory, request: IdempotentCreateRequest): Promise<IdempotentCreateResult>;
 }
@@ -34,7 +39,7 @@ export const DEFAULT_MAX_IDEMPOTENCY_KEYS = 100_000;
 /**
  * A category store in process memory, bounded by `maxCategories`. Ids start at 1 and increase by 1 per
  * create (a safe integer, the contract's int64). Records are frozen, so callers cannot alter stored data; `list()`
- * answers one frozen array until the next create. `createIdempotent` looks up the key's record and creates and
+ * answers one frozen array until the next create, and `listVersion()` the last id handed out. `createIdempotent` looks up the key's record and creates and
  * records in one synchronous step, so it is atomic; records expire after the request's `retentionMs` and are
  * bounded by `maxIdempotencyKeys`.
  *
@@ -56,14 +61,31 @@ export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): M
   // The list as of the last create, frozen: reads between writes share one array, and the pipeline then
   // reuses the JSON it wrote for it (see CategoryStore.list) instead of serialising the same list again.
   let snapshot: readonly Category[] | undefined;
+  function all(): readonly Category[] {
+    if (snapshot === undefined) {
+      const categories: Category[] = [];
+      for (const category of records.rvalues()) if (category !== undefined) categories.push(category);
+      snapshot = Object.freeze(categories);
+    }
+    return snapshot;
+  }
   return {
-    async list() {
-      if (snapshot === undefined) {
-        const categories: Category[] = [];
-        for (const category of records.rvalues()) if (category !== undefined) categories.push(category);
-        snapshot = Object.freeze(categories);
+    async list(page?: CategoryPage) {
+      const categories = all();
+      if (page === undefined) return categories;
+      const after = page.after ?? 0;
+      // The first index whose id is above `after` (ids ascend).
+      let low = 0;
+      let high = categories.length;
+      while (low < high) {
+        const middle = (low + high) >>> 1;
+        if ((categories[middle] as Category).id <= after) low = middle + 1;
+        else high = middle;
       }
-      return snapshot;
+      return categories.slice(low, page.limit === undefined ? undefined : low + page.limit);
+    },
+    async listVersion() {
+      return String(lastId);
     },
     async create(newCategory: NewCategory) {
       return create(newCategory);

@@ -1,6 +1,7 @@
 import {
   PetstoreError,
   type Category,
+  type CategoryPage,
   type CategoryStore,
   type IdempotentCreateRequest,
   type IdempotentCreateResult,
@@ -23,11 +24,22 @@ export interface PostgresCategoryStoreOptions extends Pick<PostgresSchemaOptions
    */
   pool: Pool;
   /**
-   * Deadline of one `list`, `create` or `createIdempotent` in ms, the wait for a pooled connection included; past it
+   * Deadline of one `list`, `listVersion`, `create` or `createIdempotent` in ms, the wait for a pooled connection included; past it
    * the call throws `service_unavailable` (cause: a {@link PostgresTimeoutError}). Default 1000
    * ({@link DEFAULT_CALL_TIMEOUT_MS}).
    */
   callTimeoutMs?: number;
+}
+
+/** A {@link CategoryStore} in PostgreSQL, with the list version of migration version 3. */
+export interface PostgresCategoryStore extends CategoryStore {
+  list(page?: CategoryPage): Promise<Category[]>;
+  /**
+   * The `version` of `<categoriesTable>_list_version` in decimal: counted up in the transaction of every statement
+   * that writes the categories table, so it changes exactly when a category is created through the store, and a
+   * reader sees a new category and its version together, on every instance.
+   */
+  listVersion(): Promise<string>;
 }
 
 /** The sequence behind the identity column stopped at its MAXVALUE (2^53 − 1). */
@@ -37,7 +49,11 @@ const SEQUENCE_EXHAUSTED = '2200H';
  * A category store in a PostgreSQL table (see {@link postgresMigrations} for its columns). Ids come from the
  * table's identity column: `create` is one `INSERT … RETURNING id`, so parallel creates from any number of
  * processes get distinct, increasing ids (a failed or rolled-back insert leaves a gap, never a duplicate);
- * `list` is one `SELECT … ORDER BY id`. There is no `maxCategories`: bound the table with the database's own
+ * `list()` is one `SELECT … ORDER BY id`, a page one `SELECT … WHERE id > $after ORDER BY id LIMIT $limit` (keyset
+paging on the primary key). `listVersion()` is one `SELECT` of the one row of `<categoriesTable>_list_version`
+(migration version 3), which a statement trigger on the categories table counts up in the writing transaction: the
+new row and the new version commit together (creates queue on that row for the length of their one-statement
+transaction). There is no `maxCategories`: bound the table with the database's own
  * means (quotas, monitoring).
  *
  * `createIdempotent` is one statement too, `SELECT … FROM <categoriesTable>_create_idempotent(…)` (migration
@@ -60,7 +76,8 @@ const SEQUENCE_EXHAUSTED = '2200H';
  *   `createIdempotent` with the same key answers the record instead, if it was written.
  * - `PetstoreError('storage_full')` (507) from `create` and `createIdempotent` when the identity column has handed
  *   out 2^53 − 1, the largest id that survives JSON in every client; nothing is written, no record either.
- * - a plain Error (500) when the table (or, for `createIdempotent`, migration version 2) is missing (run
+ * - a plain Error (500) when the table (or, for `createIdempotent`, migration version 2; for `listVersion`, version 3)
+ *   is missing (run
  *   {@link migratePostgres}), a stored id is above 2^53 − 1 (a row inserted by hand: refused rather than
  *   rounded), or the database answers with another error.
  * - a TypeError (500) from `createIdempotent` when `request.retentionMs` is not a whole number ≥ 1; nothing is
@@ -71,7 +88,7 @@ const SEQUENCE_EXHAUSTED = '2200H';
  *   `categoriesTable` is not a plain name (letters, digits, `_`; a table up to 45 characters); the message names
  *   the option.
  */
-export function postgresCategoryStore(options: PostgresCategoryStoreOptions): CategoryStore {
+export function postgresCategoryStore(options: PostgresCategoryStoreOptions): PostgresCategoryStore {
   const { pool, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS } = options;
   assertPool(pool);
   assertWhole(callTimeoutMs, 'callTimeoutMs', 1);
@@ -79,6 +96,9 @@ export function postgresCategoryStore(options: PostgresCategoryStoreOptions): Ca
   const table = names.categories;
   // `c.id`: the column, not the text alias (which would sort "10" before "9").
   const listSql = `SELECT c.id::text AS id, c.name, c.description FROM ${table} AS c ORDER BY c.id`;
+  // Keyset paging on the primary key: a page reads its own rows, not the table's (LIMIT NULL: no bound).
+  const pageSql = `SELECT c.id::text AS id, c.name, c.description FROM ${table} AS c WHERE c.id > $1 ORDER BY c.id LIMIT $2`;
+  const listVersionSql = `SELECT v.version::text AS version FROM ${names.listVersion} AS v`;
   const createSql = `INSERT INTO ${table} (name, description) VALUES ($1, $2) RETURNING id::text AS id`;
   const createIdempotentSql = `SELECT r.outcome, r.id, r.name, r.description FROM ${names.createIdempotentFunction}($1, $2, $3, $4, $5) AS r`;
   const store = 'category store';
@@ -106,9 +126,18 @@ export function postgresCategoryStore(options: PostgresCategoryStoreOptions): Ca
   }
 
   return {
-    async list() {
-      const rows = await runStatement<Row>(pool, store, callTimeoutMs, listSql, []);
+    async list(page?: CategoryPage) {
+      const rows =
+        page === undefined
+          ? await runStatement<Row>(pool, store, callTimeoutMs, listSql, [])
+          : await runStatement<Row>(pool, store, callTimeoutMs, pageSql, [page.after ?? 0, page.limit ?? null]);
       return rows.map(categoryFromRow);
+    },
+    async listVersion() {
+      const rows = await runStatement<{ version: string }>(pool, store, callTimeoutMs, listVersionSql, []);
+      const row = rows[0];
+      if (row === undefined) throw new Error(`The list version row of ${table} is missing: run migratePostgres (migration version 3)`);
+      return row.version;
     },
     async create(newCategory: NewCategory) {
       const rows = await inserting<{ id: string }>(createSql, [newCategory.name, newCategory.description ?? null]);

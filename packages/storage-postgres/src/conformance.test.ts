@@ -37,7 +37,7 @@ runRateLimitStoreConformance(test, {
 runCategoryStoreConformance(test, {
   name: 'postgresCategoryStore conformance',
   // No maxCategories: the table is bounded by the database's own means.
-  capabilities: { capacity: false },
+  capabilities: { capacity: false, otherInstance: true },
   // With holdWrites/whenBlocked: the idempotent burst holds the category writes until all 50 calls wait in PostgreSQL.
   createStore: () => postgresCategoryHarness(),
 });

@@ -33,6 +33,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'petstore_categories@2',
       'petstore_rate_limits@2',
       'petstore_api_keys@1',
+      'petstore_categories@3',
     ]);
     expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
     const { rows } = await pool.query<{ table_name: string; version: number }>(
@@ -42,6 +43,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       { table_name: 'petstore_api_keys', version: 1 },
       { table_name: 'petstore_categories', version: 1 },
       { table_name: 'petstore_categories', version: 2 },
+      { table_name: 'petstore_categories', version: 3 },
       { table_name: 'petstore_rate_limits', version: 1 },
       { table_name: 'petstore_rate_limits', version: 2 },
     ]);
@@ -54,7 +56,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
   it('applies each migration once when several instances start at the same moment', async () => {
     const schema = uniqueSchema('race');
     const reports = await Promise.all([connectPool(), connectPool(), connectPool()].map((pool) => migratePostgres({ pool, schema })));
-    expect(reports.flatMap((report) => report.applied)).toHaveLength(5);
+    expect(reports.flatMap((report) => report.applied)).toHaveLength(6);
   });
 
   it('keeps stores with their own table names apart in one schema, each with its own versions', async () => {
@@ -73,11 +75,13 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     expect(rows.map((row: { table_name: string; version: number }) => `${row.table_name}@${row.version}`)).toEqual([
       'Shop_A_categories@1',
       'Shop_A_categories@2',
+      'Shop_A_categories@3',
       'Shop_A_keys@1',
       'shop_a_limits@1',
       'shop_a_limits@2',
       'shop_b_categories@1',
       'shop_b_categories@2',
+      'shop_b_categories@3',
       'shop_b_keys@1',
       'shop_b_limits@1',
       'shop_b_limits@2',
@@ -120,6 +124,11 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       { table: 'petstore_categories', version: 2, description: 'idempotency records of creates and the idempotent create function' },
       { table: 'petstore_rate_limits', version: 2, description: 'rate-limit records v2: costs, window limits and lengths, bans per ban subject' },
       { table: 'petstore_api_keys', version: 1, description: 'API-key records: digests, account, plan, rotation and revocation' },
+      {
+        table: 'petstore_categories',
+        version: 3,
+        description: 'list version: a one-row table counted up by a statement trigger on every write to the categories',
+      },
     ]);
     expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'created', category: { id: 2, name: 'Cats' } });
     expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'replayed', category: { id: 2, name: 'Cats' } });
@@ -128,6 +137,33 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       { id: 2, name: 'Cats' },
     ]);
     expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
+  });
+
+  it('adds the list version to a schema at categories version 2: it starts at the stored count and counts every create', async () => {
+    const pool = connectPool();
+    const schema = uniqueSchema('lv');
+    await pool.query(`CREATE SCHEMA "${schema}"`);
+    for (const migration of postgresMigrations({ schema }).filter((step) => !(step.table === 'petstore_categories' && step.version === 3))) {
+      await pool.query(migration.sql);
+    }
+    const store = postgresCategoryStore({ pool, schema });
+    await store.create({ name: 'Dogs' });
+    await store.create({ name: 'Cats' });
+    await expect(store.listVersion()).rejects.toThrow(/run migratePostgres/);
+    const v3 = postgresMigrations({ schema }).find((step) => step.table === 'petstore_categories' && step.version === 3);
+    await pool.query((v3 as PostgresMigration).sql);
+    await pool.query((v3 as PostgresMigration).sql); // idempotent: the count is kept, one trigger
+    expect(await store.listVersion()).toBe('2');
+    await store.create({ name: 'Birds' });
+    expect(await store.listVersion()).toBe('3');
+    // Every write to the table, by hand too, moves it: a cached list can never outlive a change.
+    await pool.query(`UPDATE "${schema}".petstore_categories SET name = 'Hounds' WHERE name = 'Dogs'`);
+    expect(await store.listVersion()).toBe('4');
+    expect(await store.list()).toEqual([
+      { id: 1, name: 'Hounds' },
+      { id: 2, name: 'Cats' },
+      { id: 3, name: 'Birds' },
+    ]);
   });
 
   it('upgrades the rate-limit table of the previous release in place: its bans and rejections kept, the v1 function gone', async () => {
@@ -139,7 +175,8 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     await pool.query(`CREATE TABLE "${schema}".petstore_migrations (
   table_name text NOT NULL, version integer NOT NULL, description text NOT NULL,
   applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (table_name, version))`);
-    const previousRelease = (step: PostgresMigration) => step.table !== 'petstore_api_keys' && !(step.table === 'petstore_rate_limits' && step.version === 2);
+    const previousRelease = (step: PostgresMigration) =>
+      step.table !== 'petstore_api_keys' && !(step.table === 'petstore_rate_limits' && step.version === 2) && !(step.table === 'petstore_categories' && step.version === 3);
     for (const migration of postgresMigrations({ schema }).filter(previousRelease)) {
       await pool.query(migration.sql);
       await pool.query(`INSERT INTO "${schema}".petstore_migrations (table_name, version, description) VALUES ($1, $2, $3)`, [
@@ -163,7 +200,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     for (let i = 0; i < 5; i++) await v1('key:k1', T + i, 100, 3);
 
     const report = await migratePostgres({ pool, schema });
-    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_rate_limits@2', 'petstore_api_keys@1']);
+    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_rate_limits@2', 'petstore_api_keys@1', 'petstore_categories@3']);
     const columns = await pool.query<{ column_name: string; data_type: string }>(
       `SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'petstore_rate_limits' ORDER BY column_name`,
       [schema],
@@ -227,7 +264,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     await pool.query(`CREATE TABLE "${schema}".petstore_migrations (
   table_name text NOT NULL, version integer NOT NULL, description text NOT NULL,
   applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (table_name, version))`);
-    for (const migration of postgresMigrations({ schema }).filter((step) => step.table !== 'petstore_api_keys')) {
+    for (const migration of postgresMigrations({ schema }).filter((step) => step.table !== 'petstore_api_keys' && step.version !== 3)) {
       await pool.query(migration.sql);
       await pool.query(`INSERT INTO "${schema}".petstore_migrations (table_name, version, description) VALUES ($1, $2, $3)`, [
         migration.table,
@@ -236,7 +273,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       ]);
     }
     const report = await migratePostgres({ pool, schema });
-    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_api_keys@1']);
+    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_api_keys@1', 'petstore_categories@3']);
     const indexes = await pool.query<{ indexname: string; indexdef: string }>(
       `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = 'petstore_api_keys' ORDER BY indexname`,
       [schema],

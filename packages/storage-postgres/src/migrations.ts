@@ -56,6 +56,13 @@ export interface PostgresMigration {
  * rejections as the entry of the ban subject `''`; its window counts are dropped (their limit and length were not
  * kept).
  *
+ * Version 3 of the categories table (after all the above, so listed last): the list version, a one-row table
+ * `<table>_list_version (id boolean PRIMARY KEY DEFAULT true CHECK (id), version bigint NOT NULL)` whose `version`
+ * starts at the number of categories already stored and counts up by one per statement that writes the categories
+ * table (`INSERT`, `UPDATE`, `DELETE`, `TRUNCATE`): the PL/pgSQL function `<table>_list_changed()` run by the
+ * statement trigger `<table>_list_changed`, in the writing statement's transaction, so a new category and its version
+ * commit together (see {@link postgresCategoryStore}).
+ *
  * Version 1 of the API-key table (after all the above): one row per managed key's record (see
  * {@link postgresApiKeyRecordStore}), `key_id text COLLATE "C" PRIMARY KEY`, `account_id text COLLATE "C" NOT NULL`,
  * `plan text NOT NULL`, the key's own limits `requests_per_minute bigint` and `requests_per_day bigint` (both NULL
@@ -128,7 +135,35 @@ ${consumeFunctionSql(rateLimits)}`,
       description: 'API-key records: digests, account, plan, rotation and revocation',
       sql: apiKeysTableSql(apiKeys),
     },
+    {
+      table: categories.table,
+      version: 3,
+      description: 'list version: a one-row table counted up by a statement trigger on every write to the categories',
+      sql: listVersionSql(categories),
+    },
   ];
+}
+
+/**
+ * The list version of version 3 of the categories table. The row is updated by the writing statement's trigger, so
+ * creates queue on it until the creating transaction ends (each create is one short statement).
+ */
+function listVersionSql(names: CategoriesNames): string {
+  return `CREATE TABLE IF NOT EXISTS ${names.listVersion} (
+  id boolean PRIMARY KEY DEFAULT true CHECK (id),
+  version bigint NOT NULL
+);
+INSERT INTO ${names.listVersion} (id, version) SELECT true, count(*) FROM ${names.categories} ON CONFLICT (id) DO NOTHING;
+CREATE OR REPLACE FUNCTION ${names.listChangedFunction}() RETURNS trigger
+LANGUAGE plpgsql AS $list_changed$
+BEGIN
+  UPDATE ${names.listVersion} SET version = version + 1;
+  RETURN NULL;
+END
+$list_changed$;
+DROP TRIGGER IF EXISTS ${names.listChangedTrigger} ON ${names.categories};
+CREATE TRIGGER ${names.listChangedTrigger} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON ${names.categories}
+  FOR EACH STATEMENT EXECUTE FUNCTION ${names.listChangedFunction}()`;
 }
 
 /**

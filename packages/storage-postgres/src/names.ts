@@ -26,6 +26,10 @@ const IDEMPOTENCY_TABLE_SUFFIX = '_idempotency';
 const IDEMPOTENCY_INDEX_SUFFIX = '_idempotency_exp';
 /** Suffix of the idempotent create function's name: `<categoriesTable>_create_idempotent`. */
 const CREATE_IDEMPOTENT_FUNCTION_SUFFIX = '_create_idempotent';
+/** Suffix of the one-row table of the list version: `<categoriesTable>_list_version`. */
+const LIST_VERSION_TABLE_SUFFIX = '_list_version';
+/** Suffix of the function (and of the trigger) that counts the list version up: `<categoriesTable>_list_changed`. */
+const LIST_CHANGED_SUFFIX = '_list_changed';
 
 /** Suffix of the API-key table's unique constraint on `digest`: `<apiKeysTable>_digest`. */
 const API_KEYS_DIGEST_SUFFIX = '_digest';
@@ -113,6 +117,12 @@ export interface CategoriesNames {
   idempotencyIndex: string;
   /** The idempotent create function: `<categoriesTable>_create_idempotent`. */
   createIdempotentFunction: string;
+  /** The one-row table of the list version: `<categoriesTable>_list_version`. */
+  listVersion: string;
+  /** The trigger function that counts the list version up: `<categoriesTable>_list_changed`. */
+  listChangedFunction: string;
+  /** The statement trigger on the table that calls it (unqualified: a trigger lives on its table). */
+  listChangedTrigger: string;
 }
 
 /** The names of the categories table of `options`. @throws TypeError naming `schema` or `categoriesTable`. */
@@ -125,6 +135,9 @@ export function categoriesNames(options: PostgresSchemaOptions): CategoriesNames
     idempotency: `${schema}."${table}${IDEMPOTENCY_TABLE_SUFFIX}"`,
     idempotencyIndex: `"${table}${IDEMPOTENCY_INDEX_SUFFIX}"`,
     createIdempotentFunction: `${schema}."${table}${CREATE_IDEMPOTENT_FUNCTION_SUFFIX}"`,
+    listVersion: `${schema}."${table}${LIST_VERSION_TABLE_SUFFIX}"`,
+    listChangedFunction: `${schema}."${table}${LIST_CHANGED_SUFFIX}"`,
+    listChangedTrigger: `"${table}${LIST_CHANGED_SUFFIX}"`,
   };
 }
 

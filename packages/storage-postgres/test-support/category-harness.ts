@@ -1,6 +1,7 @@
 /**
  * The PostgreSQL category store as the core's conformance suite takes it (`CategoryStoreHarness`), on a schema of
- * its own, with the hooks that make the idempotent burst deterministic: `holdWrites` and `whenBlocked`.
+ * its own, with the hooks that make the idempotent burst deterministic (`holdWrites` and `whenBlocked`) and another
+instance on a pool of its own (`other`).
  */
 import type { CategoryStoreHarness } from '@petstore/core/testing';
 import { postgresCategoryStore } from '../src/category-store.js';
@@ -34,12 +35,19 @@ export async function postgresCategoryHarness(
     await Promise.all([endPool(pool), endPool(control)]);
     throw error;
   }
+  const otherPools: ReturnType<typeof connectPool>[] = [];
   return {
     store: postgresCategoryStore({ pool, schema, callTimeoutMs: 20_000 }),
     holdWrites: () => holdCategoryWrites(control, schema),
     whenBlocked: (count) => whenCallsBlocked(control, schema, count),
+    // Another app instance: a pool of its own on the same schema.
+    other() {
+      const otherPool = connectPool({ max: 2 });
+      otherPools.push(otherPool);
+      return postgresCategoryStore({ pool: otherPool, schema, callTimeoutMs: 20_000 });
+    },
     close: async () => {
-      await Promise.all([endPool(pool), endPool(control)]);
+      await Promise.all([endPool(pool), endPool(control), ...otherPools.map(endPool)]);
     },
   };
 }

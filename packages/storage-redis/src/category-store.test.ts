@@ -34,6 +34,17 @@ describe('categoryRedisKeys', () => {
 });
 
 describe.skipIf(skipRedis)('redisCategoryStore against Redis', () => {
+  it('pages past records deleted by hand, still answering limit records while more remain, in one call each', async () => {
+    const { client, keys, store } = newStore();
+    for (let i = 1; i <= 6; i++) await store.create({ name: `c${i}` });
+    await client.hdel(keys.records, '2', '3');
+    expect((await store.list({ limit: 2, after: 0 })).map((category) => category.id)).toEqual([1, 4]);
+    const counter = await countCommands(client);
+    expect((await store.list({ limit: 2, after: 4 })).map((category) => category.id)).toEqual([5, 6]);
+    expect(counter.count).toBe(1);
+    expect(await store.listVersion()).toBe('6');
+  });
+
   it('gives 200 parallel creates the distinct ids 1..200 and lists them in id order', async () => {
     const { store } = newStore();
     expect(await store.list()).toEqual([]);

@@ -1,6 +1,7 @@
 import {
   PetstoreError,
   type Category,
+  type CategoryPage,
   type CategoryStore,
   type IdempotentCreateRequest,
   type IdempotentCreateResult,
@@ -54,9 +55,42 @@ ${CREATE_STEP_LUA}redis.call('SET', KEYS[3], '{"fingerprint":' .. ARGV[3] .. ',"
 return { 0, id }
 `;
 
+/** Name under which the page script is defined on the client (`client.defineCommand`). */
+const LIST_PAGE_COMMAND = 'petstoreCategoryListPage';
+
+/**
+ * The page script: KEYS[1] = records hash, KEYS[2] = last-id counter; ARGV[1] = after (ids above it), ARGV[2] = the
+ * most records to answer ('' for no bound). Walks the ids from after + 1 up to the last id handed out (ids are
+ * handed out one by one, so every id up to it has its record unless one was deleted by hand) with `HGET`, and
+ * answers { id, json, id, json, … } in id order: a page costs its size, not the hash's.
+ */
+const LIST_PAGE_LUA = `
+local lastId = tonumber(redis.call('GET', KEYS[2]) or '0')
+local limit = tonumber(ARGV[2])
+local page = {}
+local found = 0
+local id = tonumber(ARGV[1]) + 1
+while id <= lastId and (limit == nil or found < limit) do
+  local json = redis.call('HGET', KEYS[1], string.format('%d', id))
+  if json then
+    page[#page + 1] = string.format('%d', id)
+    page[#page + 1] = json
+    found = found + 1
+  end
+  id = id + 1
+end
+return page
+`;
+
 /** A {@link CategoryStore} in Redis: every call is a promise. */
 export interface RedisCategoryStore extends CategoryStore {
-  list(): Promise<Category[]>;
+  list(page?: CategoryPage): Promise<Category[]>;
+  /**
+   * The last id handed out (`GET` of the `lastId` key, `"0"` before the first create): the create scripts `INCR` it
+   * in the same script run that writes the record, so it changes exactly when a category is created, on every
+   * instance sharing the keys at once.
+   */
+  listVersion(): Promise<string>;
   create(newCategory: NewCategory): Promise<Category>;
   createIdempotent(newCategory: NewCategory, request: IdempotentCreateRequest): Promise<IdempotentCreateResult>;
 }
@@ -66,14 +100,14 @@ export interface RedisCategoryStoreOptions {
   /**
    * A connected (or connecting) ioredis 5 client: a `Redis` (one server, or a Sentinel-managed primary) or a
    * `Cluster` (Redis Cluster: every key carries the hash tag `{categories}`, so they share one slot and each
-   * create script runs on one master). The store defines two script commands on it (`petstoreCategoryCreate`
-   * and `petstoreCategoryCreateIdempotent`) and never closes it.
+   * script runs on one master). The store defines three script commands on it (`petstoreCategoryCreate`,
+   * `petstoreCategoryCreateIdempotent` and `petstoreCategoryListPage`) and never closes it.
    */
   client: Redis | Cluster;
   /** Prefix of every key this store writes. Default `petstore:`. */
   keyPrefix?: string;
   /**
-   * Deadline of one `list`, `create` or `createIdempotent` in ms; past it the call throws `service_unavailable`
+   * Deadline of one `list`, `listVersion`, `create` or `createIdempotent` in ms; past it the call throws `service_unavailable`
    * (cause: a {@link RedisTimeoutError}). Default 1000 ({@link DEFAULT_CALL_TIMEOUT_MS}).
    */
   callTimeoutMs?: number;
@@ -109,6 +143,7 @@ export function categoryRedisKeys(keyPrefix: string = DEFAULT_KEY_PREFIX): {
   return { records, lastId: `${records}:last-id`, idempotency: (key: string) => `${idempotencyPrefix}${key}` };
 }
 
+type ListPageCommand = (records: string, lastId: string, after: string, limit: string) => Promise<string[]>;
 type CreateReply = [status: 0 | 1 | 2, value: number | string];
 type CreateCommand = (records: string, lastId: string, json: string, maxCategories: string) => Promise<CreateReply>;
 type CreateIdempotentReply = CreateReply | [status: 3, record: string];
@@ -145,7 +180,10 @@ type CreateIdempotentCommand = (
  * request's, else `mismatch`) and writes nothing; else it creates exactly as `create` does (same counter, same
  * limits) and writes the record with its TTL in the same script run. Redis runs a script atomically, so the
  * category and its record are written together or not at all, and parallel calls with one key create one
- * category (the others answer `replayed`). `list` is one `HGETALL`, sorted by id (ascending).
+ * category (the others answer `replayed`). `list()` is one `HGETALL`, sorted by id (ascending); a page
+(`list({ limit, after })`) is one Lua script that `HGET`s the ids above `after` in order up to `limit` records (the
+ids are dense: every id up to the counter has its record, unless deleted by hand). `listVersion()` is one `GET` of
+the counter: it changes with every create, in the create's own script run.
  *
  * Errors (every method):
  * - `PetstoreError('service_unavailable', …, { retryAfterSeconds: 5, cause })` (503 with `Retry-After`) when
@@ -182,7 +220,9 @@ export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCat
   const maxCategoriesArg = maxCategories === undefined ? '' : String(maxCategories);
   client.defineCommand(CREATE_CATEGORY_COMMAND, { numberOfKeys: 2, lua: CREATE_LUA });
   client.defineCommand(CREATE_CATEGORY_IDEMPOTENT_COMMAND, { numberOfKeys: 3, lua: CREATE_IDEMPOTENT_LUA });
-  const commands = client as unknown as Record<string, CreateCommand & CreateIdempotentCommand>;
+  client.defineCommand(LIST_PAGE_COMMAND, { numberOfKeys: 2, lua: LIST_PAGE_LUA });
+  const commands = client as unknown as Record<string, CreateCommand & CreateIdempotentCommand & ListPageCommand>;
+  const listPageCommand = commands[LIST_PAGE_COMMAND] as ListPageCommand;
   const createCommand = commands[CREATE_CATEGORY_COMMAND] as CreateCommand;
   const createIdempotentCommand = commands[CREATE_CATEGORY_IDEMPOTENT_COMMAND] as CreateIdempotentCommand;
 
@@ -215,11 +255,24 @@ export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCat
   }
 
   return {
-    async list() {
-      const records = await call('list', () => client.hgetall(keys.records));
-      return Object.entries(records)
-        .map(([id, json]) => categoryFromRecord(Number(id), json))
-        .sort((a, b) => a.id - b.id);
+    async list(page?: CategoryPage) {
+      if (page === undefined || (page.limit === undefined && (page.after ?? 0) === 0)) {
+        const records = await call('list', () => client.hgetall(keys.records));
+        return Object.entries(records)
+          .map(([id, json]) => categoryFromRecord(Number(id), json))
+          .sort((a, b) => a.id - b.id);
+      }
+      const flat = await call('list', () =>
+        listPageCommand.call(client, keys.records, keys.lastId, String(page.after ?? 0), page.limit === undefined ? '' : String(page.limit)),
+      );
+      const categories: Category[] = [];
+      for (let index = 0; index < flat.length; index += 2) {
+        categories.push(categoryFromRecord(Number(flat[index]), flat[index + 1] as string));
+      }
+      return categories;
+    },
+    async listVersion() {
+      return (await call('list version', () => client.get(keys.lastId))) ?? '0';
     },
     async create(newCategory: NewCategory) {
       const record = recordOf(newCategory);

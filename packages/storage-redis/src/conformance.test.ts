@@ -126,9 +126,15 @@ for (const target of targets) {
 
   runCategoryStoreConformance(test, {
     name: `redisCategoryStore conformance${target.on}`,
-    createStore: ({ maxCategories }) => ({
-      store: redisCategoryStore({ client: target.connect(), keyPrefix: target.prefix(), maxCategories }),
-    }),
+    capabilities: { otherInstance: true },
+    createStore: ({ maxCategories }) => {
+      const keyPrefix = target.prefix();
+      return {
+        store: redisCategoryStore({ client: target.connect(), keyPrefix, maxCategories }),
+        // Another app instance: a client of its own on the same server(s) and prefix.
+        other: () => redisCategoryStore({ client: target.connect(), keyPrefix, maxCategories }),
+      };
+    },
   });
 
   runApiKeyRecordStoreConformance(test, {

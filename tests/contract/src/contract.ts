@@ -133,6 +133,63 @@ export function defineContractCases(impl: ServerImpl, { bodyCasesOnly = false }:
     expect(answer.text).toBe('');
   });
 
+  // ---- listCategories: ETag, If-None-Match, paging ----
+
+  it('tags the list with a strong ETag; If-None-Match with it answers 304 with no body, the ETag and the rate-limit headers, charged', async () => {
+    const full = await call(server, '/v1/categories', { apiKey: API_KEYS.general });
+    expect(full.status, full.text).toBe(200);
+    const etag = full.headers.get('etag') as string;
+    expect(etag).toMatch(/^"[^"]+"$/);
+    const notModified = await call(server, '/v1/categories', { apiKey: API_KEYS.general, headers: { 'if-none-match': `"other", W/${etag}` } });
+    expect(notModified.status).toBe(304);
+    expect(notModified.text).toBe('');
+    expect(notModified.headers.get('etag')).toBe(etag);
+    // No Content-Type from the API (RFC 9110 §15.4.5); @hono/node-server, serving the Fetch entry, gives every answer
+    // without one its own default.
+    expect(notModified.headers.get('content-type')).toBe(impl.name === 'fetch' ? 'text/plain; charset=UTF-8' : null);
+    const charged = expectRateLimitHeaders(notModified, server);
+    expect(charged.remaining).toBe(intHeader(full, 'x-ratelimit-remaining') - 1);
+    const created = await call(server, '/v1/categories', { method: 'POST', apiKey: API_KEYS.general, json: { name: 'Tagged' } });
+    expect(created.status, created.text).toBe(201);
+    const changed = await call(server, '/v1/categories', { apiKey: API_KEYS.general, headers: { 'if-none-match': etag } });
+    expect(changed.status).toBe(200);
+    expect(changed.headers.get('etag')).not.toBe(etag);
+    expect(jsonOf(changed)).toContainEqual(jsonOf(created));
+  });
+
+  it('pages with ?limit=&after=: ids above after in id order, Link rel="next" while more remain, each page its own ETag', async () => {
+    for (let i = 0; i < 3; i += 1) {
+      expect((await call(server, '/v1/categories', { method: 'POST', apiKey: API_KEYS.general, json: { name: `Paged ${i}` } })).status).toBe(201);
+    }
+    const everything = (await list()).map((category) => category.id);
+    const paged: number[] = [];
+    const tags = new Set<string>();
+    let path: string | undefined = '/v1/categories?limit=2';
+    while (path !== undefined) {
+      const page = await call(server, path, { apiKey: API_KEYS.general });
+      expect(page.status, page.text).toBe(200);
+      const ids = (jsonOf(page) as CategoryJson[]).map((category) => category.id);
+      expect(ids.length).toBeLessThanOrEqual(2);
+      paged.push(...ids);
+      tags.add(page.headers.get('etag') as string);
+      const next = [...linksOf(page)].find(([, rel]) => rel === 'next')?.[0];
+      path = next === undefined ? undefined : new URL(next, `${server.origin}${path}`).pathname + new URL(next, `${server.origin}${path}`).search;
+    }
+    expect(paged).toEqual(everything);
+    expect(tags.size).toBe(Math.ceil(everything.length / 2));
+    const last = await call(server, `/v1/categories?limit=2&after=${everything[everything.length - 1]}`, { apiKey: API_KEYS.general });
+    expect(jsonOf(last)).toEqual([]);
+    expect(last.headers.get('link')).toBeNull();
+  });
+
+  it.each(['limit=0', 'limit=1001', 'limit=x', 'after=-1', 'limit=1&limit=2', `after=${'9'.repeat(2000)}`])(
+    'answers ?%s with 400 validation_failed and the Error body',
+    async (query) => {
+      const answer = await call(server, `/v1/categories?${query}`, { apiKey: API_KEYS.general, headers: { 'if-none-match': '*' } });
+      expectError(answer, server, 400, 'validation_failed');
+    },
+  );
+
   // ---- createCategory ----
 
   it('POST /v1/categories creates: 201 {id, name}, description only when sent, then GET lists them', async () => {

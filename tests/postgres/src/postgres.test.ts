@@ -87,6 +87,24 @@ describe.skipIf(!installed)('two instances on one PostgreSQL', () => {
     expect(lists[0]?.body).toEqual(expect.arrayContaining(created));
     expect(lists[0]?.body).toHaveLength(25);
   });
+
+  it('tag the list alike: a create on one instance changes the ETag both answer; the current tag gets 304 on both', async () => {
+    const [first, second] = instances as [Instance, Instance];
+    const before = await call(first, '/v1/categories?limit=1000', { apiKey: WRITER });
+    const etag = before.headers['etag'] as string;
+    expect(etag).toMatch(/^"[^"]+"$/);
+    expect((await call(second, '/v1/categories?limit=1000', { apiKey: WRITER, headers: { 'if-none-match': etag } })).status).toBe(304);
+    const created = await call(second, '/v1/categories', { apiKey: WRITER, json: { name: 'tagged elsewhere' } });
+    expect(created.status).toBe(201);
+    for (const instance of [first, second]) {
+      const after = await call(instance, '/v1/categories?limit=1000', { apiKey: WRITER, headers: { 'if-none-match': etag } });
+      expect(after.status).toBe(200);
+      expect(after.body).toContainEqual(created.body);
+      expect(after.headers['etag']).not.toBe(etag);
+      const full = await call(instance, '/v1/categories', { apiKey: WRITER });
+      expect((await call(instance, '/v1/categories', { apiKey: WRITER, headers: { 'if-none-match': full.headers['etag'] as string } })).status).toBe(304);
+    }
+  });
 });
 
 describe.skipIf(!installed)('PostgreSQL killed with SIGKILL during parallel creates', () => {

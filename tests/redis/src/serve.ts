@@ -60,9 +60,9 @@ export interface Answer {
 export async function call(
   instance: Instance,
   path: string,
-  init: { method?: string; apiKey?: string; json?: unknown } = {},
+  init: { method?: string; apiKey?: string; json?: unknown; headers?: Record<string, string> } = {},
 ): Promise<Answer> {
-  const headers: Record<string, string> = {};
+  const headers: Record<string, string> = { ...init.headers };
   if (init.apiKey) headers['authorization'] = `Bearer ${init.apiKey}`;
   if (init.json !== undefined) headers['content-type'] = 'application/json';
   const response = await fetch(`${instance.origin}${path}`, {

@@ -1,7 +1,8 @@
 /**
  * The categories operations, step 8 of the pipeline for `listCategories` and `createCategory` (see
- * pipeline.ts): the list, with the JSON of a frozen list reused; the create, with its body checks; and the
- * create with an `Idempotency-Key`, with the keys in flight on this instance.
+ * pipeline.ts): the list — its paging query, its `ETag` and `If-None-Match` (304), the JSON of the full list kept
+ * per list version, the JSON of a frozen list reused; the create, with its body checks; and the create with an
+ * `Idempotency-Key`, with the keys in flight on this instance.
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#operations
  */
@@ -9,6 +10,7 @@ import type { Principal } from '../auth/principal.js';
 import { PetstoreError } from '../errors.js';
 import { parseNewCategory, type Category, type NewCategory } from '../schemas.js';
 import { errorAnswer, jsonAnswer, textAnswer } from './answers.js';
+import { bodyEntityTag, ifNoneMatchMatches, listEntityTag, nextPageLink, readListQuery, type ListPageQuery } from './category-list.js';
 import { assertJsonContentType, assertSupportedCodings, readJsonBody } from './body.js';
 import { newCategoryFingerprint, readIdempotencyKey, scopedIdempotencyKey } from './idempotency.js';
 import type { ResolvedOptions } from './petstore-options.js';
@@ -22,7 +24,16 @@ export interface CategoryOperations {
 
 const NO_BODY: PetstoreRequestBody = Object.freeze({ kind: 'none' });
 
+/** The longest list version a store may answer, in characters (see CategoryStore.listVersion). */
+const MAX_LIST_VERSION_LENGTH = 128;
+
+/** The answer to a list request whose `If-None-Match` names the current tag: 304, no body (RFC 9110 §15.4.5). */
+function notModified(headers: Record<string, string>): PetstoreResponse {
+  return { status: 304, headers, body: undefined };
+}
+
 export function createCategoryOperations({ categories, bodyLimitBytes, retentionMs }: ResolvedOptions): CategoryOperations {
+  const listVersion = categories.listVersion?.bind(categories);
   // The JSON of the last frozen list: a store that answers the same frozen array between writes (the memory
   // store does) has it serialised once, not per request (see CategoryStore.list). A frozen array stays frozen,
   // so the same array object needs no other check. The saving grows with the list; measured with
@@ -39,6 +50,94 @@ export function createCategoryOperations({ categories, bodyLimitBytes, retention
     }
     return json;
   };
+
+  // The JSON and tag of the full list at one list version: while the store answers that version, the full list is
+  // neither read nor serialised again (measured: BENCHMARKS.md, section "List: 100,000 categories"). One entry, the
+  // latest version read; a read that started before a newer one was cached does not replace it.
+  let fullList: { version: string; json: string; etag: string; readNumber: number } | undefined;
+  // Numbers the version reads, in the order they started.
+  let versionReads = 0;
+
+  /** The store's list version, checked (see CategoryStore.listVersion). */
+  async function readListVersion(read: () => Promise<string>): Promise<string> {
+    const version = await read();
+    if (typeof version !== 'string' || version.length === 0 || version.length > MAX_LIST_VERSION_LENGTH) {
+      throw new TypeError(`CategoryStore.listVersion() must answer a string of 1 to ${MAX_LIST_VERSION_LENGTH} characters`);
+    }
+    return version;
+  }
+
+  /** A page of the list: asks for one more than `limit` to tell whether another page follows. */
+  async function readPage(page: ListPageQuery, headers: Record<string, string>): Promise<string> {
+    const listed = await categories.list({ limit: page.limit + 1, after: page.after });
+    if (listed.length <= page.limit) return JSON.stringify(listed);
+    const shown = listed.slice(0, page.limit);
+    headers['link'] = nextPageLink(page.limit, (shown[shown.length - 1] as Category).id);
+    return JSON.stringify(shown);
+  }
+
+  /**
+   * The list with a list version: the tag comes from the version, read first (a category is visible no later
+   * than its version, so the list read after it holds at least what the version promises); a matching
+   * `If-None-Match` is answered without reading the list.
+   */
+  async function versionedList(
+    request: PetstoreRequest,
+    page: ListPageQuery | undefined,
+    headers: Record<string, string>,
+    read: () => Promise<string>,
+  ): Promise<PetstoreResponse> {
+    const readNumber = ++versionReads;
+    const version = await readListVersion(read);
+    if (page === undefined) {
+      const cached = fullList;
+      if (cached !== undefined && cached.version === version) {
+        headers['etag'] = cached.etag;
+        if (ifNoneMatchMatches(request.headers['if-none-match'], cached.etag)) return notModified(headers);
+        return textAnswer(200, cached.json, headers, request.method);
+      }
+      const etag = listEntityTag(version, undefined);
+      headers['etag'] = etag;
+      if (ifNoneMatchMatches(request.headers['if-none-match'], etag)) return notModified(headers);
+      const json = listJson(await categories.list());
+      if (fullList === undefined || fullList.readNumber < readNumber) fullList = { version, json, etag, readNumber };
+      return textAnswer(200, json, headers, request.method);
+    }
+    const etag = listEntityTag(version, page);
+    headers['etag'] = etag;
+    if (ifNoneMatchMatches(request.headers['if-none-match'], etag)) return notModified(headers);
+    return textAnswer(200, await readPage(page, headers), headers, request.method);
+  }
+
+  // The tag of the last frozen list's JSON (see listJson), so a store that answers the same frozen array has it
+  // hashed once, not per request (measured: BENCHMARKS.md, section "List: 100,000 categories", the memory row
+  // "full list, no listVersion").
+  let lastTaggedJson: string | undefined;
+  let lastTag = '';
+  const tagOf = (json: string): string => {
+    if (json === lastTaggedJson) return lastTag;
+    const etag = bodyEntityTag(json);
+    if (json === lastListJson) {
+      lastTaggedJson = json;
+      lastTag = etag;
+    }
+    return etag;
+  };
+
+  /**
+   * The list without a list version: read and serialised every time (unless the store answers the same frozen
+   * array); the tag is a hash of the body.
+   */
+  async function hashedList(request: PetstoreRequest, page: ListPageQuery | undefined, headers: Record<string, string>): Promise<PetstoreResponse> {
+    const json = page === undefined ? listJson(await categories.list()) : await readPage(page, headers);
+    const etag = tagOf(json);
+    headers['etag'] = etag;
+    if (ifNoneMatchMatches(request.headers['if-none-match'], etag)) {
+      delete headers['link'];
+      return notModified(headers);
+    }
+    return textAnswer(200, json, headers, request.method);
+  }
 
   // Scoped idempotency keys of the creates this instance is processing: a repeat that arrives meanwhile gets
   // 409. One entry per create in flight, removed when it is answered.
@@ -83,7 +182,10 @@ export function createCategoryOperations({ categories, bodyLimitBytes, retention
 
   return {
     async listCategories(request, headers) {
-      return textAnswer(200, listJson(await categories.list()), headers, request.method);
+      // The query is checked before any store call: a refused page costs nothing (RFC 9110 §13.2.1: a 4xx is
+      // answered whatever If-None-Match says).
+      const page = readListQuery(request.path);
+      return listVersion === undefined ? hashedList(request, page, headers) : versionedList(request, page, headers, listVersion);
     },
     async createCategory(request, principal, headers) {
       const idempotencyKey = readIdempotencyKey(request.headers);

@@ -351,3 +351,32 @@ describe('the OpenAPI document', () => {
     });
   });
 });
+
+describe('listCategories in the description', () => {
+  it('describes limit and after (with the bounds the server enforces), If-None-Match, the ETag and Link headers and the 304', async () => {
+    const { petstore } = testPetstore();
+    const list = operation(petstore.openapi, 'listCategories');
+    const parameters = list['parameters'] as Json[];
+    expect(parameters.map((parameter) => `${parameter['in'] as string}:${parameter['name'] as string}`)).toEqual(['query:limit', 'query:after', 'header:If-None-Match']);
+    const limit = (parameters[0] as Json)['schema'] as Json;
+    const after = (parameters[1] as Json)['schema'] as Json;
+    // The bounds the pipeline accepts, one past them refused.
+    for (const [query, status] of [
+      [`limit=${limit['minimum'] as number}`, 200],
+      [`limit=${limit['maximum'] as number}`, 200],
+      [`limit=${(limit['maximum'] as number) + 1}`, 400],
+      [`after=${after['minimum'] as number}`, 200],
+      [`after=${after['maximum'] as number}`, 200],
+      [`after=${(after['maximum'] as number) + 1}`, 400],
+    ] as const) {
+      expect((await petstore.handle(request(`/categories?${query}`, FREE_AUTH))).status, query).toBe(status);
+    }
+    const responses = list['responses'] as Record<string, Json>;
+    expect(Object.keys(responses['200']?.['headers'] as Json)).toEqual(expect.arrayContaining(['ETag', 'Link', 'X-RateLimit-Remaining']));
+    expect(Object.keys(responses['304']?.['headers'] as Json)).toEqual(expect.arrayContaining(['ETag', 'X-RateLimit-Remaining']));
+    expect(responses['304']?.['content']).toBeUndefined();
+    expect(resolve(petstore.openapi, ((responses['200']?.['headers'] as Json)['Link'] as Json)['$ref'] as string)).toMatchObject({
+      description: expect.stringContaining('rel="next"'),
+    });
+  });
+});

@@ -8,6 +8,7 @@ import type { OperationDefinition, OperationId, Stability } from '../http/operat
 import { OPERATIONS } from '../http/operations.js';
 import type { DeprecationPolicy } from '../http/deprecation.js';
 import { DEFAULT_PREFIX } from '../http/prefix.js';
+import { DEFAULT_CATEGORY_PAGE_LIMIT, MAX_CATEGORY_PAGE_LIMIT } from '../http/category-list.js';
 import { CategorySchema, ErrorBodySchema, NewCategorySchema } from '../schemas.js';
 
 /** A JSON value as the document holds it. */
@@ -112,7 +113,26 @@ function responsesFor(operation: OperationDefinition, deprecation: DeprecationPo
   const unauthorized = { '401': errorResponse('Missing or invalid API key (unauthorized).') };
   switch (operation.operationId) {
     case 'listCategories':
-      return { ...ok('All categories, in ascending id order.', { type: 'array', items: ref('Category') }), ...unauthorized, ...common };
+      return {
+        '200': {
+          description:
+            'All categories in ascending id order; with limit or after, at most limit of them with ids above after, and Link rel="next" while more remain.',
+          headers: {
+            ...rateLimitHeaders,
+            ...extra,
+            ETag: { $ref: '#/components/headers/ETag' },
+            Link: { $ref: deprecation !== undefined ? '#/components/headers/Link' : '#/components/headers/Link-Next' },
+          },
+          content: jsonContent({ type: 'array', items: ref('Category') }),
+        },
+        '304': {
+          description: 'If-None-Match names the current ETag: the list (or page) is unchanged since. No body. Charged like any request.',
+          headers: { ...rateLimitHeaders, ...extra, ETag: { $ref: '#/components/headers/ETag' } },
+        },
+        '400': errorResponse('limit or after is not a whole number in range, or is sent more than once (validation_failed).'),
+        ...unauthorized,
+        ...common,
+      };
     case 'createCategory':
       return {
         '201': {
@@ -199,6 +219,34 @@ export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOpera
             ],
           }
         : {}),
+      ...(operation.operationId === 'listCategories'
+        ? {
+            parameters: [
+              {
+                name: 'limit',
+                in: 'query',
+                required: false,
+                description: `Most categories to answer (a page); with after alone, ${DEFAULT_CATEGORY_PAGE_LIMIT}. Without limit and after, every category.`,
+                schema: { type: 'integer', minimum: 1, maximum: MAX_CATEGORY_PAGE_LIMIT },
+              },
+              {
+                name: 'after',
+                in: 'query',
+                required: false,
+                description: 'Only categories whose id is above this one (the last id of the previous page); default 0.',
+                schema: { type: 'integer', format: 'int64', minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
+              },
+              {
+                name: 'If-None-Match',
+                in: 'header',
+                required: false,
+                description:
+                  'Entity tags of answers already held, or * (RFC 9110 §13.1.2, weak comparison): when one names the current ETag of this list or page, the answer is 304 without a body.',
+                schema: { type: 'string' },
+              },
+            ],
+          }
+        : {}),
       ...(operation.operationId === 'createCategory'
         ? {
             parameters: [
@@ -262,7 +310,16 @@ export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOpera
         'Retry-After': { description: 'Seconds to wait before retrying (whole number, at least 1).', schema: { type: 'integer', minimum: 1 } },
         Deprecation: { description: 'When the operation was deprecated, as @<unix-seconds> (RFC 9745).', schema: { type: 'string' } },
         Sunset: { description: 'When the operation stops working, as an HTTP-date (RFC 8594).', schema: { type: 'string' } },
-        Link: { description: 'Documentation of the deprecation and sunset (rel="deprecation", rel="sunset").', schema: { type: 'string' } },
+        Link: { description: 'Documentation of the deprecation and sunset (rel="deprecation", rel="sunset"); on a page of the list, also its next page (rel="next").', schema: { type: 'string' } },
+        'Link-Next': {
+          description:
+            'While more categories remain after this page: <?limit=<n>&after=<last id>>; rel="next" (RFC 8288), a reference relative to the request URI.',
+          schema: { type: 'string' },
+        },
+        ETag: {
+          description: 'A strong entity tag of this list or page (RFC 9110 §8.8.3): it changes when, and only when, a category is created.',
+          schema: { type: 'string' },
+        },
         'Idempotent-Replayed': {
           description: 'true when the answer replays an earlier create with the same Idempotency-Key (nothing was created).',
           schema: { type: 'string', enum: ['true'] },

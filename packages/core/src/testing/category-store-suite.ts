@@ -35,6 +35,11 @@ export interface CategoryStoreHarness {
    * Required with `holdWrites`: the case fails with a message naming both when only `holdWrites` is given.
    */
   whenBlocked?(count: number): Promise<void>;
+  /**
+   * Another app instance over the same data: a second store (a client or pool of its own, same prefix or tables),
+   * as another process would have. Required with `capabilities.otherInstance`. Closed by `close`.
+   */
+  other?(): CategoryStore;
   close?(): Promise<void>;
 }
 
@@ -47,8 +52,14 @@ export interface CategoryStoreConformanceOptions {
    * refuse creates beyond it with a `storage_full` PetstoreError.
    */
   createStore(options: { maxCategories?: number }): CategoryStoreHarness | Promise<CategoryStoreHarness>;
-  /** Switches for what a backend cannot do. `capacity` (default `true`): the store honours `maxCategories`. */
-  capabilities?: { capacity?: boolean };
+  /**
+   * Switches for what a backend can do. `capacity` (default `true`): the store honours `maxCategories`.
+   * `listVersion` (default `true`): the store has `listVersion()` (optional in {@link CategoryStore}); when `true`
+   * and the store lacks it, the list-version cases fail. `otherInstance` (default `false`): the harness has
+   * {@link CategoryStoreHarness.other}, and the case that a create through one instance changes the version the
+   * other reads runs (a store shared between processes, Redis or PostgreSQL, must pass it).
+   */
+  capabilities?: { capacity?: boolean; listVersion?: boolean; otherInstance?: boolean };
   /** Per-case timeout in ms. Default 20,000. */
   timeoutMs?: number;
 }
@@ -86,6 +97,91 @@ export function runCategoryStoreConformance(test: ConformanceTestApi, options: C
       const later = await store.create({ name: 'later' });
       assert.ok(later.id > Math.max(...ids), 'a later create gets a larger id');
     });
+
+    caseWith('answers pages: at most limit, ids above after, in ascending id order', async (store) => {
+      const created: Category[] = [];
+      for (let i = 0; i < 7; i++) created.push(await store.create({ name: `category ${i}` }));
+      const ids = created.map((category) => category.id);
+      const idsOf = (categories: readonly Category[]) => categories.map((category) => category.id);
+      assert.deepEqual(idsOf(await store.list({ limit: 3 })), ids.slice(0, 3), 'the first page');
+      assert.deepEqual(idsOf(await store.list({ limit: 3, after: ids[2] })), ids.slice(3, 6), 'the page after the first');
+      assert.deepEqual(idsOf(await store.list({ limit: 3, after: ids[5] })), ids.slice(6), 'the last page, shorter');
+      assert.deepEqual(await store.list({ limit: 3, after: ids[6] }), [], 'nothing after the last id');
+      assert.deepEqual(await store.list({ limit: 1001, after: 0 }), created, 'a page larger than the list answers it all, as created');
+      assert.deepEqual(idsOf(await store.list({ after: ids[4] })), ids.slice(5), 'after alone: every id above it');
+      assert.deepEqual(idsOf(await store.list({ limit: 2, after: (ids[3] as number) - 1 })), ids.slice(3, 5), 'after need not be an id of the list');
+      assert.deepEqual(await store.list({ limit: 5, after: Number.MAX_SAFE_INTEGER }), [], 'after the largest id there is');
+      assert.deepEqual(await store.list({}), created, 'an empty page object is the whole list');
+    });
+
+    caseWith(
+      'changes the list version when, and only when, a category is created',
+      async (store) => {
+        const readVersion = store.listVersion?.bind(store);
+        assert.ok(readVersion !== undefined, 'the store has listVersion() (or capabilities.listVersion is false)');
+        const isToken = (version: unknown) => typeof version === 'string' && version.length >= 1 && version.length <= 128;
+        const empty = await readVersion();
+        assert.ok(isToken(empty), 'a string of 1 to 128 characters');
+        assert.equal(await readVersion(), empty, 'unchanged by reading it');
+        await store.list();
+        await store.list({ limit: 1 });
+        assert.equal(await readVersion(), empty, 'unchanged by listing');
+        const dogs = await store.create({ name: 'Dogs' });
+        const afterCreate = await readVersion();
+        assert.ok(isToken(afterCreate));
+        assert.notEqual(afterCreate, empty, 'a create changes it');
+        assert.deepEqual(await store.list(), [dogs], 'the version read after a create lists that category');
+        const created = await store.createIdempotent({ name: 'Cats' }, idempotent('version'));
+        assert.equal(created.outcome, 'created');
+        const afterIdempotent = await readVersion();
+        assert.ok(![empty, afterCreate].includes(afterIdempotent), 'an idempotent create changes it, to a token not seen before');
+        assert.equal((await store.createIdempotent({ name: 'Cats' }, idempotent('version'))).outcome, 'replayed');
+        assert.equal((await store.createIdempotent({ name: 'Birds' }, idempotent('version', 'b'))).outcome, 'mismatch');
+        assert.equal(await readVersion(), afterIdempotent, 'a replay and a mismatch create nothing and leave it');
+        const parallel = await Promise.all(Array.from({ length: 10 }, (_, i) => store.create({ name: `parallel ${i}` })));
+        const afterParallel = await readVersion();
+        assert.ok(![empty, afterCreate, afterIdempotent].includes(afterParallel), 'parallel creates change it');
+        const listed = (await store.list()).map((category) => category.id);
+        for (const category of parallel) assert.ok(listed.includes(category.id), 'every category created before the version is listed');
+      },
+      {},
+      options.capabilities?.listVersion ?? true,
+    );
+
+    caseWith(
+      'shares the list version between instances: a create through one changes what the other reads',
+      async (store, harness) => {
+        assert.ok(harness.other !== undefined, 'capabilities.otherInstance is set, so createStore gives other()');
+        const other = harness.other();
+        assert.ok(store.listVersion !== undefined && other.listVersion !== undefined, 'both instances have listVersion()');
+        await store.create({ name: 'here' });
+        const before = await store.listVersion();
+        assert.equal(await other.listVersion(), before, 'both read the same version');
+        await other.create({ name: 'elsewhere' });
+        const after = await store.listVersion();
+        assert.notEqual(after, before, 'a create through the other instance changes the version this one reads');
+        assert.deepEqual((await store.list()).map((category) => category.name), ['here', 'elsewhere']);
+        await store.create({ name: 'here again' });
+        assert.notEqual(await other.listVersion(), after, 'and the other way round');
+      },
+      {},
+      (options.capabilities?.listVersion ?? true) && (options.capabilities?.otherInstance ?? false),
+    );
+
+    caseWith(
+      'leaves the list version when a create fails (full store)',
+      async (store) => {
+        const readVersion = store.listVersion?.bind(store);
+        assert.ok(readVersion !== undefined, 'the store has listVersion()');
+        await store.create({ name: 'a' });
+        const full = await readVersion();
+        await assert.rejects(store.create({ name: 'b' }), (error: unknown) => isPetstoreError(error) && error.code === 'storage_full');
+        await assert.rejects(store.createIdempotent({ name: 'c' }, idempotent('full-version')), (error: unknown) => isPetstoreError(error) && error.code === 'storage_full');
+        assert.equal(await readVersion(), full);
+      },
+      { maxCategories: 1 },
+      (options.capabilities?.capacity ?? true) && (options.capabilities?.listVersion ?? true),
+    );
 
     caseWith('returns description only when it was given', async (store) => {
       const bare = await store.create({ name: 'Dogs' });

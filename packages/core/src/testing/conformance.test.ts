@@ -166,6 +166,51 @@ describe('the conformance suites catch broken stores', () => {
     );
   });
 
+  it('fail a category store that ignores the page it is asked for', async () => {
+    const unpaged = (): CategoryStore => {
+      const store = testCategoryStore();
+      return { ...store, list: () => store.list() };
+    };
+    const outcomes = await outcomesOf((test) =>
+      runCategoryStoreConformance(test, { createStore: () => ({ store: unpaged() }), capabilities: { capacity: false } }),
+    );
+    expect(outcomes.get('answers pages: at most limit, ids above after, in ascending id order')).toMatch(/the first page/);
+  });
+
+  it('fail a category store whose list version misses idempotent creates', async () => {
+    const plainOnly = (): CategoryStore => {
+      const store = testCategoryStore();
+      let creates = 0;
+      return {
+        ...store,
+        listVersion: async () => String(creates),
+        async create(newCategory) {
+          creates += 1;
+          return store.create(newCategory);
+        },
+      };
+    };
+    const outcomes = await outcomesOf((test) =>
+      runCategoryStoreConformance(test, { createStore: () => ({ store: plainOnly() }), capabilities: { capacity: false } }),
+    );
+    expect(outcomes.get('changes the list version when, and only when, a category is created')).toMatch(/an idempotent create changes it/);
+  });
+
+  it('fail a category store without listVersion unless capabilities.listVersion is false', async () => {
+    const failing = await outcomesOf((test) =>
+      runCategoryStoreConformance(test, { createStore: () => ({ store: testCategoryStore({ listVersion: false }) }), capabilities: { capacity: false } }),
+    );
+    expect(failing.get('changes the list version when, and only when, a category is created')).toMatch(/has listVersion\(\)/);
+    const passing = await outcomesOf((test) =>
+      runCategoryStoreConformance(test, {
+        createStore: () => ({ store: testCategoryStore({ listVersion: false }) }),
+        capabilities: { capacity: false, listVersion: false },
+      }),
+    );
+    expect(passing.has('changes the list version when, and only when, a category is created')).toBe(false);
+    expect([...passing].filter(([, failure]) => failure !== undefined).map(([name]) => name)).toEqual([]);
+  });
+
   it('fail a category store whose idempotent create checks the record and creates in two steps', async () => {
     const twoSteps = (): CategoryStore => {
       const store = testCategoryStore();
