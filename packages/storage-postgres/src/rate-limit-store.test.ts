@@ -35,7 +35,7 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore', () => {
     expect(result.windows[1]?.resetAtMs).toBe(Math.floor(result.nowMs / DAY_MS) * DAY_MS + DAY_MS);
   });
 
-  it('sends one statement per consume (a new record and a known one), per peek and per reset', async () => {
+  it('sends one statement per lone consume (a new record and a known one), per peek and per reset', async () => {
     const { pool, schema } = await migratedSchema();
     const store = postgresRateLimitStore({ pool, schema, time: 'request' });
     const statements = countStatements(pool);

@@ -1,16 +1,19 @@
 import {
   peekState,
   windowStartMs,
+  type BanPolicy,
   type ConsumeRequest,
   type ConsumeResult,
   type RateLimitSnapshot,
   type RateLimitState,
   type RateLimitStore,
+  type RateLimitWindow,
   type WindowUsage,
 } from '@petstore/core';
 import type { Pool } from 'pg';
+import { DatabaseError } from 'pg-protocol';
 import { rateLimitsNames, type PostgresSchemaOptions } from './names.js';
-import { assertPool, assertWhole, DEFAULT_CALL_TIMEOUT_MS, runStatement } from './postgres-call.js';
+import { assertPool, assertWhole, DEFAULT_CALL_TIMEOUT_MS, runStatement, statementFailure } from './postgres-call.js';
 
 /**
  * Options of {@link postgresRateLimitStore}: the pool, the deadline, whose clock decides, and the names `schema`
@@ -39,8 +42,46 @@ export interface PostgresRateLimitStoreOptions extends Pick<PostgresSchemaOption
   time?: 'server' | 'request';
 }
 
-type ConsumeRow = { now_ms: string; outcome: number; banned_until_ms: string; used: string };
 type PeekRow = { now_ms: string; record: string | null };
+
+/**
+ * Most consumes in one statement. Bounds how long one statement holds its row locks and the subtransactions it
+ * opens (one per record it writes): well below the 64 that PostgreSQL caches per transaction, past which every
+ * snapshot taken by any session meanwhile has to look subtransactions up in `pg_subtrans`.
+ */
+export const MAX_CONSUMES_PER_STATEMENT = 32;
+
+/** A policy (windows and ban) as the consume function takes it, built once per frozen windows array and ban. */
+interface Policy {
+  names: string[];
+  limits: number[];
+  lengthsMs: number[];
+  banThreshold: number;
+  banIntervalMs: number;
+  banDurationMs: number;
+}
+
+/** One consume waiting for its statement. */
+interface Pending {
+  key: string;
+  policy: Policy;
+  cost: number;
+  banSubject: string;
+  nowMs: number;
+  resolve(decision: ConsumeManyRow): void;
+  reject(error: unknown): void;
+}
+
+/** A row of `<rateLimitsTable>_consume_many`: one consume's decision, or its failure (see migrations.ts). */
+type ConsumeManyRow = [
+  ordinal: number,
+  nowMs: string | null,
+  outcome: number | null,
+  bannedUntilMs: string | null,
+  used: string | null,
+  errorCode: string | null,
+  errorMessage: string | null,
+];
 
 /** A row of the rate-limit table as `row_to_json` writes it (migration version 2; times in Unix epoch ms). */
 interface RecordJson {
@@ -98,12 +139,68 @@ export function postgresRateLimitStore(options: PostgresRateLimitStoreOptions): 
   assertWhole(callTimeoutMs, 'callTimeoutMs', 1);
   if (time !== 'server' && time !== 'request') throw new TypeError(`time must be 'server' or 'request', got ${String(time)}`);
   const names = rateLimitsNames(options);
-  const consumeSql = `SELECT now_ms, outcome, banned_until_ms, used FROM ${names.consumeFunction}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`;
+  const consumeSql = `SELECT ordinal, now_ms, outcome, banned_until_ms, used, error_code, error_message
+FROM ${names.consumeManyFunction}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`;
   // The clock (the database's, or the request's with time: 'request') and the row, in one statement; the row as
   // JSON text, so that a host's pg.types parsers cannot change it (times are below 2^53: exact as JSON numbers).
   const peekSql = `SELECT n.ms::text AS now_ms, (SELECT row_to_json(x)::text FROM ${names.rateLimits} AS x WHERE x.key = $1) AS record
 FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ms) AS n`;
   const resetSql = `DELETE FROM ${names.rateLimits} WHERE key = $1`;
+
+  /** The consumes started in this turn of the event loop, sent at its end (or once there are enough). */
+  let waiting: Pending[] = [];
+  const flush = () => {
+    const batch = waiting;
+    waiting = [];
+    if (batch.length > 0) send(batch);
+  };
+
+  function send(batch: Pending[]): void {
+    const policyNumbers = new Map<Policy, number>();
+    const windowFirst: number[] = [];
+    const windowCount: number[] = [];
+    const windowNames: string[] = [];
+    const windowLimits: number[] = [];
+    const windowLengthsMs: number[] = [];
+    const banThresholds: number[] = [];
+    const banIntervalsMs: number[] = [];
+    const banDurationsMs: number[] = [];
+    const keys: string[] = [];
+    const policies: number[] = [];
+    const costs: number[] = [];
+    const banSubjects: string[] = [];
+    const nowMs: number[] = [];
+    for (const item of batch) {
+      let number = policyNumbers.get(item.policy);
+      if (number === undefined) {
+        const { policy } = item;
+        number = policyNumbers.size + 1;
+        policyNumbers.set(policy, number);
+        windowFirst.push(windowNames.length + 1);
+        windowCount.push(policy.names.length);
+        windowNames.push(...policy.names);
+        windowLimits.push(...policy.limits);
+        windowLengthsMs.push(...policy.lengthsMs);
+        banThresholds.push(policy.banThreshold);
+        banIntervalsMs.push(policy.banIntervalMs);
+        banDurationsMs.push(policy.banDurationMs);
+      }
+      keys.push(item.key);
+      policies.push(number);
+      costs.push(item.cost);
+      banSubjects.push(item.banSubject);
+      if (time === 'request') nowMs.push(item.nowMs);
+    }
+    const values = [keys, policies, costs, banSubjects, time === 'request' ? nowMs : null, windowFirst, windowCount, windowNames, windowLimits, windowLengthsMs, banThresholds, banIntervalsMs, banDurationsMs];
+    runStatement<ConsumeManyRow>(pool, 'rate-limit store', callTimeoutMs, consumeSql, values, 'array').then(
+      (rows) => {
+        for (const row of rows) batch[row[0] - 1]?.resolve(row);
+      },
+      (error: unknown) => {
+        for (const item of batch) item.reject(error);
+      },
+    );
+  }
 
   return {
     async peek(key: string, nowMs: number): Promise<RateLimitSnapshot> {
@@ -117,43 +214,80 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
       await runStatement(pool, 'rate-limit store', callTimeoutMs, resetSql, [key]);
     },
     async consume(key: string, request: ConsumeRequest): Promise<ConsumeResult> {
-      const { windows, ban, cost, banSubject } = request;
+      const { windows, cost, banSubject } = request;
       if (time === 'request') assertWhole(request.nowMs, 'nowMs', 0);
       assertWhole(cost, 'cost', 1);
       if (typeof banSubject !== 'string') throw new TypeError(`banSubject must be a string, got ${String(banSubject)}`);
-      for (const window of windows) {
-        assertWhole(window.limit, `window "${window.name}" limit`, 0);
-        assertWhole(window.windowMs, `window "${window.name}" windowMs`, 1);
-      }
-      if (ban !== undefined) {
-        assertWhole(ban.rejectedThreshold, 'ban.rejectedThreshold', 1);
-        assertWhole(ban.intervalMs, 'ban.intervalMs', 1);
-        assertWhole(ban.durationMs, 'ban.durationMs', 1);
-      }
-      const rows = await runStatement<ConsumeRow>(pool, 'rate-limit store', callTimeoutMs, consumeSql, [
-        key,
-        windows.map((window) => window.name),
-        windows.map((window) => window.limit),
-        windows.map((window) => window.windowMs),
-        cost,
-        banSubject,
-        ban?.rejectedThreshold ?? 0,
-        ban?.intervalMs ?? 0,
-        ban?.durationMs ?? 0,
-        time === 'request' ? request.nowMs : null,
-      ]);
-      const row = rows[0] as ConsumeRow;
-      const nowMs = Number(row.now_ms);
-      const used = row.used === '' ? [] : row.used.split(',').map(Number);
+      const policy = policyOf(windows, request.ban);
+      const row = await new Promise<ConsumeManyRow>((resolve, reject) => {
+        waiting.push({ key, policy, cost, banSubject, nowMs: request.nowMs, resolve, reject });
+        if (waiting.length >= MAX_CONSUMES_PER_STATEMENT) flush();
+        else if (waiting.length === 1) setImmediate(flush);
+      });
+      const [, decidedAtMs, outcome, bannedUntilMs, used, errorCode, errorMessage] = row;
+      if (errorCode !== null) throw consumeFailure(errorCode, errorMessage ?? '');
+      const nowMs = Number(decidedAtMs);
+      const counts = used === '' || used === null ? [] : used.split(',').map(Number);
       const usage: WindowUsage[] = windows.map(({ name, limit, windowMs }, index) => {
-        const count = used[index] as number;
+        const count = counts[index] as number;
         return { name, limit, windowMs, used: count, remaining: Math.max(0, limit - count), resetAtMs: windowStartMs(nowMs, windowMs) + windowMs };
       });
-      if (row.outcome === 0) return { allowed: true, nowMs, windows: usage };
-      if (row.outcome === 1) return { allowed: false, reason: 'rate_limited', nowMs, windows: usage };
-      return { allowed: false, reason: 'banned', nowMs, windows: usage, bannedUntilMs: Number(row.banned_until_ms) };
+      if (outcome === 0) return { allowed: true, nowMs, windows: usage };
+      if (outcome === 1) return { allowed: false, reason: 'rate_limited', nowMs, windows: usage };
+      return { allowed: false, reason: 'banned', nowMs, windows: usage, bannedUntilMs: Number(bannedUntilMs) };
     },
   };
+}
+
+/** Policies built so far, per windows array and ban policy (`NO_BAN` for none); only frozen ones (the core's). */
+const policyCache = new WeakMap<readonly RateLimitWindow[], WeakMap<object, Policy>>();
+const NO_BAN = Object.freeze({});
+
+/**
+ * The policy of a request's windows and ban, checked.
+ * @throws TypeError on a window name that is not a string, or a limit, window length or ban field that is not a
+ *   whole number (limit ≥ 0, the others ≥ 1).
+ */
+function policyOf(windows: readonly RateLimitWindow[], ban: BanPolicy | undefined): Policy {
+  const banKey = ban ?? NO_BAN;
+  const cached = policyCache.get(windows)?.get(banKey);
+  if (cached !== undefined) return cached;
+  for (const window of windows) {
+    if (typeof window.name !== 'string') throw new TypeError(`a window name must be a string, got ${typeof window.name}`);
+    assertWhole(window.limit, `window "${window.name}" limit`, 0);
+    assertWhole(window.windowMs, `window "${window.name}" windowMs`, 1);
+  }
+  if (ban !== undefined) {
+    assertWhole(ban.rejectedThreshold, 'ban.rejectedThreshold', 1);
+    assertWhole(ban.intervalMs, 'ban.intervalMs', 1);
+    assertWhole(ban.durationMs, 'ban.durationMs', 1);
+  }
+  const policy: Policy = {
+    names: windows.map((window) => window.name),
+    limits: windows.map((window) => window.limit),
+    lengthsMs: windows.map((window) => window.windowMs),
+    banThreshold: ban?.rejectedThreshold ?? 0,
+    banIntervalMs: ban?.intervalMs ?? 0,
+    banDurationMs: ban?.durationMs ?? 0,
+  };
+  if (Object.isFrozen(windows) && windows.every((window) => Object.isFrozen(window)) && Object.isFrozen(banKey)) {
+    let byBan = policyCache.get(windows);
+    if (byBan === undefined) policyCache.set(windows, (byBan = new WeakMap()));
+    byBan.set(banKey, policy);
+  }
+  return policy;
+}
+
+/**
+ * The failure of one consume of a statement, as the consume function caught it: `service_unavailable` for a
+ * transient SQLSTATE (a lock or serialization failure, say), else a plain Error; the cause carries the SQLSTATE
+ * (`code`) and the database's message, as node-postgres's `DatabaseError` does.
+ */
+function consumeFailure(code: string, message: string): Error {
+  const cause = new DatabaseError(message, 0, 'error');
+  cause.code = code;
+  cause.severity = 'ERROR';
+  return statementFailure('rate-limit store', cause);
 }
 
 /**
