@@ -128,7 +128,8 @@ const CANCEL_TIMEOUT_MS = 5000;
  * Runs one statement on a connection of the pool under a deadline of `callTimeoutMs` (covering the wait for a pooled
  * connection too) and turns a failure into the store's error ({@link statementFailure}). When the deadline passes
  * while the statement runs, the call rejects at once (cause: a {@link PostgresTimeoutError}) and a cancel request
- * stops the statement in the server (it fails there with SQLSTATE 57014 and is rolled back, unless it had finished);
+ * stops the statement in the server (it fails there with SQLSTATE 57014 and is rolled back, unless it had finished;
+ * a cancel request that came before the statement started is sent again every `callTimeoutMs` until it has ended);
  * the connection goes back to the pool once the statement has ended and the cancel request has been handled, so the
  * cancel never reaches a later statement. A connection that failed (not an error the server reported) is closed
  * rather than returned to the pool. Given a `Client` in place of a pool (a statement inside the host's transaction), the
@@ -175,22 +176,40 @@ export function runStatement<Row>(
           client.release();
           return;
         }
-        let cancelled: Promise<void> | undefined;
+        let ended = false;
+        let onEnd = () => {};
+        const whenEnded = new Promise<void>((resolve) => (onEnd = resolve));
+        /** The cancel request being sent, if any: the connection goes back to the pool once it has been handled. */
+        let cancelling: Promise<void> | undefined;
         cancelRunning = () => {
-          cancelled = cancelStatement(client);
+          void (async () => {
+            // A cancel request that reaches the session before the statement has started is ignored: ask again, every
+            // callTimeoutMs, until the statement has ended.
+            while (!ended) {
+              cancelling = cancelStatement(client);
+              await cancelling;
+              let wait: NodeJS.Timeout | undefined;
+              await Promise.race([new Promise((resolve) => (wait = setTimeout(resolve, callTimeoutMs)).unref()), whenEnded]);
+              clearTimeout(wait);
+            }
+          })();
         };
         client.query(query).then(
           (result) => {
+            ended = true;
+            onEnd();
             clearTimeout(timer);
             cancelRunning = undefined;
             resolve(result.rows as Row[]);
-            void release(client, cancelled, undefined);
+            void release(client, cancelling, undefined);
           },
           (error: unknown) => {
+            ended = true;
+            onEnd();
             clearTimeout(timer);
             cancelRunning = undefined;
             reject(statementFailure(store, error));
-            void release(client, cancelled, sqlState(error) === undefined ? error : undefined);
+            void release(client, cancelling, sqlState(error) === undefined ? error : undefined);
           },
         );
       },
