@@ -65,6 +65,14 @@ export interface PostgresMigration {
  * both set); times in Unix epoch ms; and the index `<table>_account` on `(account_id, key_id)` for the listing of
  * an account's keys.
  *
+ * Version 3 of the rate-limit table (after all the above): the rows stay as version 2 left them; the PL/pgSQL
+ * function `<table>_consume_many(keys, policies, costs, ban_subjects, now_ms, window_first, window_count,
+ * window_names, window_limits, window_lengths_ms, ban_thresholds, ban_intervals_ms, ban_durations_ms)` is created:
+ * a batch of consumes in one call, each decided as version 2's function decides it alone, the records locked in the
+ * order of their keys, a failing consume failing alone, one reply row per consume (see
+ * {@link postgresRateLimitStore}). Version 2's function stays, for instances of the previous release during a
+ * rolling upgrade.
+ *
  * @throws TypeError naming the option (`schema`, `categoriesTable`, `rateLimitsTable` or `apiKeysTable`) that holds
  *   a bad name.
  */

@@ -1,5 +1,6 @@
 /**
- * How both stores call PostgreSQL: a deadline on every statement, and one rule for what a failure means.
+ * How the stores call PostgreSQL: a deadline on every statement (cancelled in the server when it passes), and one
+ * rule for what a failure means.
  */
 import { hash } from 'node:crypto';
 import { DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS, PetstoreError } from '@petstore/core';
@@ -23,8 +24,9 @@ const TRANSIENT_SQLSTATES = /^(08...|53...|57P0[123]|57014|55P03|40001|40P01|250
 const MISSING_SCHEMA_SQLSTATES = new Set(['42P01', '42883', '3F000']);
 
 /**
- * The cause of a store failure when PostgreSQL did not answer within the deadline. The statement may still
- * run later on the server: a timed-out consume may have been charged, a timed-out create may have been written.
+ * The cause of a store failure when PostgreSQL did not answer within the deadline. The store then asks the server
+ * to cancel the statement, which rolls it back; a statement that had already committed (its answer lost or late)
+ * stays applied: a timed-out consume may have been charged, a timed-out create may have been written.
  */
 export class PostgresTimeoutError extends Error {
   override readonly name = 'PostgresTimeoutError';

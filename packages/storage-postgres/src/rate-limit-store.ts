@@ -23,12 +23,14 @@ import { assertPool, assertWhole, DEFAULT_CALL_TIMEOUT_MS, runStatement, stateme
 export interface PostgresRateLimitStoreOptions extends Pick<PostgresSchemaOptions, 'schema' | 'rateLimitsTable'> {
   /**
    * A node-postgres (`pg`) `Pool` you create, configure and end; see {@link PostgresCategoryStoreOptions.pool}
-   * (give it an `'error'` listener). One statement per call; the store never changes the pool.
+   * (give it an `'error'` listener). One statement per call (per turn's consumes), each on a connection taken from
+   * the pool and given back; the store never changes the pool.
    */
   pool: Pool;
   /**
-   * Deadline of one `consume`, `peek` or `reset` in ms, the wait for a pooled connection included: past it the promise rejects (cause: a
-   * {@link PostgresTimeoutError}; the engine's `onStoreFailure` policy decides what the caller gets). Default 1000
+   * Deadline of one statement (a turn's consumes, a `peek` or a `reset`) in ms, the wait for a pooled connection
+   * included: past it the promise rejects (cause: a {@link PostgresTimeoutError}; the engine's `onStoreFailure`
+   * policy decides what the caller gets) and the statement is cancelled in the server. Default 1000
    * ({@link DEFAULT_CALL_TIMEOUT_MS}).
    */
   callTimeoutMs?: number;
@@ -102,29 +104,41 @@ interface RecordJson {
  * `anon:<address>`) holds its windows (each with the limit and length it was last charged with) and the bans of its
  * ban subjects (see {@link postgresMigrations} for the row layout, migration version 2 of the rate-limit table).
  *
- * - `consume` is ONE statement, `SELECT … FROM <rateLimitsTable>_consume(…)`: a PL/pgSQL function (created by
- *   {@link migratePostgres}) that locks the record's row, checks every window and the ban subject's ban, charges
- *   the request's `cost` to all windows or to none, counts a rejection toward the subject's ban, starts the ban,
- *   prunes the ended bans of the other subjects and sets the row's `expires_at_ms` — a mirror of `decideConsume`
- *   from `@petstore/core`, atomic across every process sharing the database (row lock; PostgreSQL's default READ
- *   COMMITTED isolation, which the function needs: under REPEATABLE READ or SERIALIZABLE a contended record fails
- *   with a serialization error, answered as below). A banned subject's requests write nothing.
+ * - `consume`: the consumes started in one turn of the event loop go to PostgreSQL as ONE statement,
+ *   `SELECT … FROM <rateLimitsTable>_consume_many(…)`, sent at the end of the turn (`setImmediate`) or at once when
+ *   {@link MAX_CONSUMES_PER_STATEMENT} are waiting; a lone consume is a statement of one. The PL/pgSQL function
+ *   (created by {@link migratePostgres}, rate-limit version 3) decides each consume exactly as version 2's
+ *   `<rateLimitsTable>_consume` decides it alone — a mirror of `decideConsume` from `@petstore/core`: it locks the
+ *   record's row, checks every window and the ban subject's ban, charges the request's `cost` to all windows or to
+ *   none, counts a rejection toward the subject's ban, starts the ban, prunes the ended bans of the other subjects
+ *   and sets the row's `expires_at_ms` — atomic across every process sharing the database (row locks; PostgreSQL's
+ *   default READ COMMITTED isolation, which the function needs: under REPEATABLE READ or SERIALIZABLE a contended
+ *   record fails with a serialization error, answered as below). The records of a statement are locked in the
+ *   order of their keys, so statements of different instances never deadlock; each record's consumes are decided
+ *   in the order they were made, each on the record the ones before left. A banned subject's requests write
+ *   nothing. A consume that fails inside the function (a trigger or constraint of the host's refusing its row,
+ *   say) fails alone, the others of the statement are answered. Under fake timers that fake `setImmediate`,
+ *   advance them for a consume to be sent. Costs against one statement per consume measured: BENCHMARKS.md,
+ *   section "Backends: memory, Redis, PostgreSQL".
  * - `peek` is one statement that reads the row and the clock (no lock, nothing written) and answers `peekState`
  *   of the record at that clock: the windows as of now with the limit each was last charged with, and the live
  *   bans.
  * - `reset` is one `DELETE` of the row: the record's windows and every ban in it.
  *
- * Expired rows are deleted by the consumes themselves: each consume that creates a row deletes up to two rows
- * whose `expires_at_ms` has passed (by index, skipping locked rows), so the table stays about as large as the
+ * Expired rows are deleted by the consumes themselves: each statement deletes up to two rows whose `expires_at_ms`
+ * has passed per row it created (by index, skipping locked rows), so the table stays about as large as the
  * set of live records with no timer and no job to schedule. A row that lost its `expires_at_ms` (set to NULL) gets
  * it back on the record's next consume.
  *
  * Failures: every method rejects when the database errors or does not answer within `callTimeoutMs` — with a
  * `PetstoreError('service_unavailable')` (cause: the original failure) when it is unreachable, slow or
  * temporarily unable, else a plain Error. `consume` never answers "allowed" on a failure: the engine's
- * `onStoreFailure` policy turns the rejection into 503 (fail-closed) or the insurance store (fail-open). A
- * consume or reset that timed out may still be applied later (one request charged without an answer; a record
- * removed).
+ * `onStoreFailure` policy turns the rejection into 503 (fail-closed) or the insurance store (fail-open). A statement
+ * that fails as a whole fails each of its consumes; a consume that failed alone rejects with a cause that carries
+ * the SQLSTATE (`code`), as node-postgres's `DatabaseError` does. Past `callTimeoutMs` (for a consume: from the end
+ * of the turn it was made in) the store also sends PostgreSQL a cancel request for the statement, which stops it
+ * and rolls it back; a consume or reset whose statement had already committed stays applied (one request charged
+ * without an answer; a record removed).
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#store-failures
  * @throws TypeError when `pool` is not a pool, `callTimeoutMs` is not a whole number ≥ 1, `time` is neither
