@@ -5,7 +5,7 @@
 import { hash } from 'node:crypto';
 import { DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS, PetstoreError } from '@petstore/core';
 import { connect } from 'node:net';
-import type { Pool, PoolClient, QueryArrayConfig, QueryConfig } from 'pg';
+import type { Pool, PoolClient, QueryConfig } from 'pg';
 import { serialize } from 'pg-protocol';
 
 /** Default deadline of one store call, in ms: the `callTimeoutMs` option of both stores. */
@@ -137,7 +137,6 @@ const CANCEL_TIMEOUT_MS = 5000;
  * rather than returned to the pool. Given a `Client` in place of a pool (a statement inside the host's transaction), the
  * statement runs on it and the deadline rejects without cancelling anything: the client may be running another of
  * the host's statements by then.
- * @param rowMode `'array'`: each row as an array of its columns, in order (node-postgres's `rowMode`), rather than an object
  */
 export function runStatement<Row>(
   pool: Pool,
@@ -145,7 +144,6 @@ export function runStatement<Row>(
   callTimeoutMs: number,
   text: string,
   values: unknown[],
-  rowMode?: 'array',
 ): Promise<Row[]> {
   return new Promise<Row[]>((resolve, reject) => {
     let expired = false;
@@ -157,7 +155,6 @@ export function runStatement<Row>(
     }, callTimeoutMs);
     timer.unref();
     const query: QueryConfig = { name: statementName(text), text, values };
-    if (rowMode !== undefined) (query as QueryArrayConfig).rowMode = rowMode;
     if (!isPool(pool)) {
       // A client of the host's (its transaction, say): the statement joins its queue; the deadline answers alone.
       (pool as Pool).query(query).then(

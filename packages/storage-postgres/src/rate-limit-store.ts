@@ -74,16 +74,20 @@ interface Pending {
   reject(error: unknown): void;
 }
 
-/** A row of `<rateLimitsTable>_consume_many`: one consume's decision, or its failure (see migrations.ts). */
-type ConsumeManyRow = [
-  ordinal: number,
-  nowMs: string | null,
-  outcome: number | null,
-  bannedUntilMs: string | null,
-  used: string | null,
-  errorCode: string | null,
-  errorMessage: string | null,
-];
+/**
+ * A row of `<rateLimitsTable>_consume_many`: one consume's decision, or its failure (see migrations.ts). Rows as
+ * objects: node-postgres's `rowMode: 'array'` was measured and brought nothing here (BENCHMARKS.md, section
+ * "Backends: memory, Redis, PostgreSQL").
+ */
+interface ConsumeManyRow {
+  ordinal: number;
+  now_ms: string | null;
+  outcome: number | null;
+  banned_until_ms: string | null;
+  used: string | null;
+  error_code: string | null;
+  error_message: string | null;
+}
 
 /** A row of the rate-limit table as `row_to_json` writes it (migration version 2; times in Unix epoch ms). */
 interface RecordJson {
@@ -206,9 +210,13 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
       if (time === 'request') nowMs.push(item.nowMs);
     }
     const values = [keys, policies, costs, banSubjects, time === 'request' ? nowMs : null, windowFirst, windowCount, windowNames, windowLimits, windowLengthsMs, banThresholds, banIntervalsMs, banDurationsMs];
-    runStatement<ConsumeManyRow>(pool, 'rate-limit store', callTimeoutMs, consumeSql, values, 'array').then(
+    runStatement<ConsumeManyRow>(pool, 'rate-limit store', callTimeoutMs, consumeSql, values).then(
       (rows) => {
-        for (const row of rows) batch[row[0] - 1]?.resolve(row);
+        for (const row of rows) batch[row.ordinal - 1]?.resolve(row);
+        // Never a consume left waiting (a settled one ignores this): a reply short of rows is the function's fault.
+        if (rows.length !== batch.length) {
+          for (const item of batch) item.reject(new Error(`${names.consumeManyFunction} answered ${rows.length} rows for ${batch.length} consumes`));
+        }
       },
       (error: unknown) => {
         for (const item of batch) item.reject(error);
@@ -238,9 +246,9 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
         if (waiting.length >= MAX_CONSUMES_PER_STATEMENT) flush();
         else if (waiting.length === 1) setImmediate(flush);
       });
-      const [, decidedAtMs, outcome, bannedUntilMs, used, errorCode, errorMessage] = row;
-      if (errorCode !== null) throw consumeFailure(errorCode, errorMessage ?? '');
-      const nowMs = Number(decidedAtMs);
+      const { outcome, used } = row;
+      if (row.error_code !== null) throw consumeFailure(row.error_code, row.error_message ?? '');
+      const nowMs = Number(row.now_ms);
       const counts = used === '' || used === null ? [] : used.split(',').map(Number);
       const usage: WindowUsage[] = windows.map(({ name, limit, windowMs }, index) => {
         const count = counts[index] as number;
@@ -248,7 +256,7 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
       });
       if (outcome === 0) return { allowed: true, nowMs, windows: usage };
       if (outcome === 1) return { allowed: false, reason: 'rate_limited', nowMs, windows: usage };
-      return { allowed: false, reason: 'banned', nowMs, windows: usage, bannedUntilMs: Number(bannedUntilMs) };
+      return { allowed: false, reason: 'banned', nowMs, windows: usage, bannedUntilMs: Number(row.banned_until_ms) };
     },
   };
 }
