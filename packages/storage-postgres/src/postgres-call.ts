@@ -175,6 +175,13 @@ export function runStatement<Row>(
           client.release();
           return;
         }
+        // A checked-out connection's failure (the server gone, say) is ours to hear: it then fails the statement, and
+        // the connection is closed rather than given back.
+        let failed: Error | undefined;
+        const onError = (error: Error) => {
+          failed = error;
+        };
+        client.on('error', onError);
         let ended = false;
         let onEnd = () => {};
         const whenEnded = new Promise<void>((resolve) => (onEnd = resolve));
@@ -200,7 +207,7 @@ export function runStatement<Row>(
             clearTimeout(timer);
             cancelRunning = undefined;
             resolve(result.rows as Row[]);
-            void release(client, cancelling, undefined);
+            void release(client, onError, cancelling, failed);
           },
           (error: unknown) => {
             ended = true;
@@ -208,7 +215,7 @@ export function runStatement<Row>(
             clearTimeout(timer);
             cancelRunning = undefined;
             reject(statementFailure(store, error));
-            void release(client, cancelling, sqlState(error) === undefined ? error : undefined);
+            void release(client, onError, cancelling, failed ?? (sqlState(error) === undefined ? error : undefined));
           },
         );
       },
@@ -225,9 +232,13 @@ function isPool(pool: Pool): boolean {
   return typeof pool.connect === 'function' && typeof (pool as { totalCount?: unknown }).totalCount === 'number';
 }
 
-/** Returns `client` to the pool once a cancel request sent for it has been handled; `broken`: close it instead. */
-async function release(client: PoolClient, cancelled: Promise<void> | undefined, broken: unknown): Promise<void> {
+/**
+ * Returns `client` to the pool once a cancel request sent for it has been handled, without the `'error'` listener
+ * `onError` the store added; `broken`: close it instead.
+ */
+async function release(client: PoolClient, onError: (error: Error) => void, cancelled: Promise<void> | undefined, broken: unknown): Promise<void> {
   if (cancelled !== undefined) await cancelled;
+  client.off('error', onError);
   client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
 }
 
