@@ -231,6 +231,25 @@ function countCalls<T extends object, K extends keyof T>(target: T | undefined, 
 }
 
 /**
+ * Counts the statements run on the connections `pool` hands out (`pool.query`, or `query` on a client of
+ * `pool.connect()`): each connection's `query` wrapped when the pool first hands it out (its `'acquire'` event).
+ */
+function countStatements(pool: pg.Pool | undefined): () => number {
+  let statements = 0;
+  const counted = new WeakSet<pg.PoolClient>();
+  pool?.on('acquire', (client) => {
+    if (counted.has(client)) return;
+    counted.add(client);
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as { query: unknown }).query = (...args: unknown[]) => {
+      statements += 1;
+      return query(...args);
+    };
+  });
+  return () => statements;
+}
+
+/**
  * Starts one server on 127.0.0.1, port 0, accepting `keys`, on the databases it needs ({@link serverNeeds}).
  * `fastify-peer-redis-pipelined` is `fastify-peer-redis` with ioredis's `enableAutoPipelining`, an option its
  * users can set on their client.
@@ -249,9 +268,9 @@ export async function startServer(name: ServerName, databases: ServerDatabases, 
     : undefined;
   // An idle connection that drops emits 'error' on the pool; without a listener it would end the process.
   pool?.on('error', (error) => console.error(`${name}: an idle PostgreSQL connection failed: ${error.message}`));
-  // Every statement of the stores goes through pool.query, and every request to Redis, whatever the library,
-  // through sendCommand: count them there.
-  const postgresStatements = countCalls(pool, 'query');
+  // Every statement of the stores runs on a connection the pool hands out, and every request to Redis, whatever the
+  // library, goes through sendCommand: count them there.
+  const postgresStatements = countStatements(pool);
   const redisCommands = countCalls(redis, 'sendCommand');
   const closeDatabases = async () => {
     // Redis may be going away at the same moment (the benchmark stops it as it stops the servers): QUIT then fails

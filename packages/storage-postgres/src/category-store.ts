@@ -25,7 +25,8 @@ export interface PostgresCategoryStoreOptions extends Pick<PostgresSchemaOptions
   pool: Pool;
   /**
    * Deadline of one `list`, `listVersion`, `create` or `createIdempotent` in ms, the wait for a pooled connection included; past it
-   * the call throws `service_unavailable` (cause: a {@link PostgresTimeoutError}). Default 1000
+   * the call throws `service_unavailable` (cause: a {@link PostgresTimeoutError}) and the statement is cancelled in the
+   * server (PostgreSQL's cancel request). Default 1000
    * ({@link DEFAULT_CALL_TIMEOUT_MS}).
    */
   callTimeoutMs?: number;

@@ -34,6 +34,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'petstore_rate_limits@2',
       'petstore_api_keys@1',
       'petstore_categories@3',
+      'petstore_rate_limits@3',
     ]);
     expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
     const { rows } = await pool.query<{ table_name: string; version: number }>(
@@ -46,6 +47,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       { table_name: 'petstore_categories', version: 3 },
       { table_name: 'petstore_rate_limits', version: 1 },
       { table_name: 'petstore_rate_limits', version: 2 },
+      { table_name: 'petstore_rate_limits', version: 3 },
     ]);
     const store = postgresCategoryStore({ pool, schema });
     await store.create({ name: 'Dogs' });
@@ -79,12 +81,14 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'Shop_A_keys@1',
       'shop_a_limits@1',
       'shop_a_limits@2',
+      'shop_a_limits@3',
       'shop_b_categories@1',
       'shop_b_categories@2',
       'shop_b_categories@3',
       'shop_b_keys@1',
       'shop_b_limits@1',
       'shop_b_limits@2',
+      'shop_b_limits@3',
     ]);
     const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
     expect(await a.createIdempotent({ name: 'keyed in A' }, request)).toMatchObject({ outcome: 'created' });
@@ -129,6 +133,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
         version: 3,
         description: 'list version: a one-row table counted up by a statement trigger on every write to the categories',
       },
+      { table: 'petstore_rate_limits', version: 3, description: 'the batch consume function: the consumes of one call, each decided as if alone' },
     ]);
     expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'created', category: { id: 2, name: 'Cats' } });
     expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'replayed', category: { id: 2, name: 'Cats' } });
@@ -170,13 +175,13 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     const pool = connectPool();
     const schema = uniqueSchema('rl1');
     const table = `"${schema}".petstore_rate_limits`;
-    // The schema as the previous release left it: every migration but rate-limit version 2, recorded.
+    // The schema as an earlier release left it: every migration but rate-limit versions 2 and 3, recorded.
     await pool.query(`CREATE SCHEMA "${schema}"`);
     await pool.query(`CREATE TABLE "${schema}".petstore_migrations (
   table_name text NOT NULL, version integer NOT NULL, description text NOT NULL,
   applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (table_name, version))`);
     const previousRelease = (step: PostgresMigration) =>
-      step.table !== 'petstore_api_keys' && !(step.table === 'petstore_rate_limits' && step.version === 2) && !(step.table === 'petstore_categories' && step.version === 3);
+      step.table !== 'petstore_api_keys' && !(step.table === 'petstore_rate_limits' && step.version >= 2) && !(step.table === 'petstore_categories' && step.version === 3);
     for (const migration of postgresMigrations({ schema }).filter(previousRelease)) {
       await pool.query(migration.sql);
       await pool.query(`INSERT INTO "${schema}".petstore_migrations (table_name, version, description) VALUES ($1, $2, $3)`, [
@@ -200,7 +205,12 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     for (let i = 0; i < 5; i++) await v1('key:k1', T + i, 100, 3);
 
     const report = await migratePostgres({ pool, schema });
-    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_rate_limits@2', 'petstore_api_keys@1', 'petstore_categories@3']);
+    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual([
+      'petstore_rate_limits@2',
+      'petstore_api_keys@1',
+      'petstore_categories@3',
+      'petstore_rate_limits@3',
+    ]);
     const columns = await pool.query<{ column_name: string; data_type: string }>(
       `SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'petstore_rate_limits' ORDER BY column_name`,
       [schema],
@@ -255,6 +265,35 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       { key: 'key:k1', subjects: [] },
     ]);
     expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
+  });
+
+  it('applies rate-limit version 3 to a schema of the previous release: the records its consumes wrote keep counting', async () => {
+    const pool = connectPool();
+    const schema = uniqueSchema('rl2');
+    await pool.query(`CREATE SCHEMA "${schema}"`);
+    await pool.query(`CREATE TABLE "${schema}".petstore_migrations (
+  table_name text NOT NULL, version integer NOT NULL, description text NOT NULL,
+  applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (table_name, version))`);
+    for (const migration of postgresMigrations({ schema }).filter((step) => !(step.table === 'petstore_rate_limits' && step.version === 3))) {
+      await pool.query(migration.sql);
+      await pool.query(`INSERT INTO "${schema}".petstore_migrations (table_name, version, description) VALUES ($1, $2, $3)`, [
+        migration.table,
+        migration.version,
+        migration.description,
+      ]);
+    }
+    // Two consumes by the previous release's function (version 2's signature), one unit each, the second a ban subject's.
+    const v2 = (nowMs: number, subject: string) =>
+      pool.query(`SELECT outcome FROM "${schema}".petstore_rate_limits_consume('account:a', '{minute}', '{3}', '{60000}', 1, $1, 0, 0, 0, $2)`, [subject, nowMs]);
+    await v2(0, '');
+    await v2(1, 'key_1');
+    const report = await migratePostgres({ pool, schema });
+    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_rate_limits@3']);
+    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const windows = [{ name: 'minute', limit: 3, windowMs: 60_000 }];
+    const third = await store.consume('account:a', { windows, nowMs: 2, ban: undefined, cost: 1, banSubject: 'key_1' });
+    const fourth = await store.consume('account:a', { windows, nowMs: 3, ban: undefined, cost: 1, banSubject: 'key_1' });
+    expect([third.allowed, third.windows[0]?.used, fourth.allowed, fourth.windows[0]?.used]).toEqual([true, 3, false, 3]);
   });
 
   it('adds the API-key table to a schema of the previous release: digests unique, previous digests unique where set', async () => {
@@ -320,6 +359,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
         rateLimitsTable,
         `${rateLimitsTable}_expires_at_ms`,
         `${rateLimitsTable}_consume`,
+        `${rateLimitsTable}_consume_many`,
         apiKeysTable,
         `${apiKeysTable}_digest`,
         `${apiKeysTable}_previous_digest`,

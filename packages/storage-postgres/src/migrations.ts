@@ -56,13 +56,6 @@ export interface PostgresMigration {
  * rejections as the entry of the ban subject `''`; its window counts are dropped (their limit and length were not
  * kept).
  *
- * Version 3 of the categories table (after all the above, so listed last): the list version, a one-row table
- * `<table>_list_version (id boolean PRIMARY KEY DEFAULT true CHECK (id), version bigint NOT NULL)` whose `version`
- * starts at the number of categories already stored and counts up by one per statement that writes the categories
- * table (`INSERT`, `UPDATE`, `DELETE`, `TRUNCATE`): the PL/pgSQL function `<table>_list_changed()` run by the
- * statement trigger `<table>_list_changed`, in the writing statement's transaction, so a new category and its version
- * commit together (see {@link postgresCategoryStore}).
- *
  * Version 1 of the API-key table (after all the above): one row per managed key's record (see
  * {@link postgresApiKeyRecordStore}), `key_id text COLLATE "C" PRIMARY KEY`, `account_id text COLLATE "C" NOT NULL`,
  * `plan text NOT NULL`, the key's own limits `requests_per_minute bigint` and `requests_per_day bigint` (both NULL
@@ -71,6 +64,21 @@ export interface PostgresMigration {
  * bytea` (unique where set: index `<table>_previous_digest`) and `previous_valid_until_ms bigint` (both NULL or
  * both set); times in Unix epoch ms; and the index `<table>_account` on `(account_id, key_id)` for the listing of
  * an account's keys.
+ *
+ * Version 3 of the categories table (after all the above): the list version, a one-row table
+ * `<table>_list_version (id boolean PRIMARY KEY DEFAULT true CHECK (id), version bigint NOT NULL)` whose `version`
+ * starts at the number of categories already stored and counts up by one per statement that writes the categories
+ * table (`INSERT`, `UPDATE`, `DELETE`, `TRUNCATE`): the PL/pgSQL function `<table>_list_changed()` run by the
+ * statement trigger `<table>_list_changed`, in the writing statement's transaction, so a new category and its version
+ * commit together (see {@link postgresCategoryStore}).
+ *
+ * Version 3 of the rate-limit table (after all the above): the rows stay as version 2 left them; the PL/pgSQL
+ * function `<table>_consume_many(keys, policies, costs, ban_subjects, now_ms, window_first, window_count,
+ * window_names, window_limits, window_lengths_ms, ban_thresholds, ban_intervals_ms, ban_durations_ms)` is created:
+ * a batch of consumes in one call, each decided as version 2's function decides it alone, the records locked in the
+ * order of their keys, a failing consume failing alone, one reply row per consume (see
+ * {@link postgresRateLimitStore}). Version 2's function stays, for instances of the previous release during a
+ * rolling upgrade.
  *
  * @throws TypeError naming the option (`schema`, `categoriesTable`, `rateLimitsTable` or `apiKeysTable`) that holds
  *   a bad name.
@@ -140,6 +148,12 @@ ${consumeFunctionSql(rateLimits)}`,
       version: 3,
       description: 'list version: a one-row table counted up by a statement trigger on every write to the categories',
       sql: listVersionSql(categories),
+    },
+    {
+      table: rateLimits.table,
+      version: 3,
+      description: 'the batch consume function: the consumes of one call, each decided as if alone',
+      sql: consumeManyFunctionSql(rateLimits),
     },
   ];
 }
@@ -528,4 +542,224 @@ BEGIN
   RETURN QUERY SELECT t::text, result, ban_end::text, array_to_string(counts, ',');
 END
 $consume$`;
+}
+
+
+/**
+ * The consume function of version 3: a batch of consumes in one call (one statement, one transaction), each decided
+ * exactly as version 2's `<table>_consume` decides it alone (the same steps, see {@link consumeFunctionSql}), in the
+ * order of the arguments for the consumes of one record.
+ *
+ * Arguments: per consume (the `p_keys` order is the consumes' arrival order), its record's key, its policy (a
+ * number 1..P), its cost, its ban subject and its time (`p_now_ms`, Unix epoch ms; NULL, or a NULL array, for the
+ * database's clock). Per policy, its windows as a slice of the three flat window arrays (`p_window_first`, 1-based,
+ * and `p_window_count`) and its ban (`p_ban_thresholds`, 0 for no ban policy, `p_ban_intervals_ms`,
+ * `p_ban_durations_ms`).
+ *
+ * Order and locks: the records are taken in the order of their keys (`COLLATE "C"`, byte order), whatever the order
+ * the consumes came in, and each record's consumes in their arrival order. Row locks are held to the end of the
+ * statement, so two statements that lock rows in different orders could each wait for the other (a deadlock);
+ * locking in one order everywhere rules that out. Each record is read once under its lock (`FOR UPDATE`), its
+ * consumes decided one after another on the record as the previous ones left it, at the database's clock read once
+ * the lock is held (or at each consume's own time), and the row written once (an `UPDATE`, or an `INSERT … ON
+ * CONFLICT DO NOTHING` for a new record; when another statement inserted it first, it is read under its lock and
+ * decided again). A record whose consumes are all answered "banned" is not written (only a row that lost its
+ * `expires_at_ms` gets one back).
+ *
+ * Failures: each record's consumes run in a block of their own (`BEGIN … EXCEPTION`, a subtransaction): when it
+ * fails, its changes are undone and the record's consumes are decided again one at a time, each in a block of its
+ * own, so that a failing consume fails alone (its row stays as it was) and the others are answered. A cancelled
+ * statement (`statement_timeout`, a cancel request) is not caught: it fails the whole call and undoes it all.
+ *
+ * Clean-up: after every record is decided, up to two expired rows per row the call created are deleted (`FOR UPDATE
+ * SKIP LOCKED`, by the `expires_at_ms` index; last, so that it never holds a lock while waiting for one; a failure
+ * of the clean-up is ignored).
+ *
+ * Reply: one row per consume, in argument order: its ordinal (1-based), and as version 2 answers — the decision's
+ * time, the outcome (0 admitted, 1 rate limited, 2 banned), the ban subject's ban end (0 for none) and each window's
+ * count — or, for a consume that failed, NULL there and the error's SQLSTATE (`error_code`) and message
+ * (`error_message`); numbers as text (a host's `pg.types` parsers cannot change them).
+ */
+function consumeManyFunctionSql(names: RateLimitsNames): string {
+  return `CREATE OR REPLACE FUNCTION ${names.consumeManyFunction}(
+  p_keys text[], p_policies integer[], p_costs bigint[], p_ban_subjects text[], p_now_ms bigint[],
+  p_window_first integer[], p_window_count integer[], p_window_names text[], p_window_limits bigint[], p_window_lengths_ms bigint[],
+  p_ban_thresholds bigint[], p_ban_intervals_ms bigint[], p_ban_durations_ms bigint[])
+RETURNS TABLE (ordinal integer, now_ms text, outcome integer, banned_until_ms text, used text, error_code text, error_message text)
+LANGUAGE plpgsql VOLATILE AS $consume_many$
+DECLARE
+  total integer := coalesce(array_length(p_keys, 1), 0);
+  ord integer[];
+  res_t bigint[]; res_outcome integer[]; res_ban bigint[]; res_used text[]; res_code text[]; res_message text[];
+  pos integer := 1; last integer; q integer; c integer; alone boolean := false; done boolean; inserted boolean;
+  rec_key text; created integer := 0; clean_t bigint;
+  r ${names.rateLimits}%ROWTYPE;
+  in_table boolean; present boolean; live boolean; dirty boolean; clock bigint; t bigint;
+  p integer; n integer; first integer;
+  p_names text[]; p_limits bigint[]; p_window_ms bigint[]; p_cost bigint; p_ban_subject text;
+  with_ban boolean; p_ban_threshold bigint; p_ban_interval_ms bigint; p_ban_duration_ms bigint;
+  i integer; j integer; k integer; w bigint; st bigint;
+  starts bigint[]; counts bigint[]; has_room boolean; expires bigint;
+  new_subjects text[]; new_rejected_starts bigint[]; new_rejected_counts integer[]; new_ban_ends bigint[];
+  entry_end bigint; entry_start bigint; entry_count integer;
+  result integer; ban_end bigint; interval_start bigint; rejected integer;
+  failed_code text; failed_message text;
+BEGIN
+  -- The records in key order (byte order), each record's consumes in arrival order.
+  SELECT array_agg(u.o::integer ORDER BY u.k COLLATE "C", u.o) INTO ord FROM unnest(p_keys) WITH ORDINALITY AS u(k, o);
+  WHILE pos <= total LOOP
+    rec_key := p_keys[ord[pos]];
+    -- The consumes decided in one block: all of the record's, or (after its block failed) one at a time.
+    last := pos;
+    IF NOT alone THEN
+      WHILE last < total AND p_keys[ord[last + 1]] = rec_key LOOP last := last + 1; END LOOP;
+    END IF;
+    done := false; inserted := false;
+    BEGIN
+      SELECT * INTO r FROM ${names.rateLimits} AS x WHERE x.key = rec_key FOR UPDATE;
+      in_table := FOUND;
+      LOOP
+        present := in_table; dirty := false;
+        clock := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+        FOR q IN pos..last LOOP
+          c := ord[q];
+          t := coalesce(p_now_ms[c], clock);
+          p := p_policies[c]; n := p_window_count[p]; first := p_window_first[p];
+          p_names := p_window_names[first:first + n - 1]; p_limits := p_window_limits[first:first + n - 1];
+          p_window_ms := p_window_lengths_ms[first:first + n - 1];
+          p_cost := p_costs[c]; p_ban_subject := p_ban_subjects[c];
+          p_ban_threshold := p_ban_thresholds[p]; p_ban_interval_ms := p_ban_intervals_ms[p]; p_ban_duration_ms := p_ban_durations_ms[p];
+          with_ban := p_ban_threshold > 0;
+          -- A record past its expiry holds nothing that counts (a NULL expiry, lost, still counts).
+          live := present AND (r.expires_at_ms IS NULL OR r.expires_at_ms > t);
+          starts := '{}'; counts := '{}'; has_room := true; expires := t;
+          FOR i IN 1..n LOOP
+            w := p_window_ms[i];
+            st := t - mod(mod(t, w) + w, w);
+            j := CASE WHEN live THEN array_position(r.window_names, p_names[i]) END;
+            starts[i] := st;
+            counts[i] := CASE WHEN j IS NOT NULL AND r.window_starts_ms[j] = st AND r.window_lengths_ms[j] = w
+              THEN r.window_counts[j] ELSE 0 END;
+            IF counts[i] + p_cost > p_limits[i] THEN has_room := false; END IF;
+            expires := greatest(expires, st + w);
+          END LOOP;
+          k := CASE WHEN live THEN array_position(r.ban_subjects, p_ban_subject) END;
+          IF k IS NOT NULL AND r.banned_until_ms[k] > t THEN
+            -- Banned: nothing charged, the ban not extended, the record kept as it is; only a record that lost its
+            -- expiry gets back the latest end of what it holds.
+            IF r.expires_at_ms IS NULL THEN
+              r.expires_at_ms := greatest(t,
+                (SELECT max(u.s + u.l) FROM unnest(r.window_starts_ms, r.window_lengths_ms) AS u(s, l)),
+                (SELECT max(u.b) FROM unnest(r.banned_until_ms) AS u(b)),
+                CASE WHEN with_ban THEN (SELECT max(u.s) + p_ban_interval_ms FROM unnest(r.rejected_starts_ms, r.rejected_counts) AS u(s, c) WHERE u.c > 0) END);
+              dirty := true;
+            END IF;
+            res_t[c] := t; res_outcome[c] := 2; res_ban[c] := r.banned_until_ms[k]; res_used[c] := array_to_string(counts, ',');
+            CONTINUE;
+          END IF;
+          -- The other subjects' bans as they stand now: ended bans read 0, ended (or, without a ban policy, any)
+          -- rejections are dropped, a subject with neither is removed.
+          new_subjects := '{}'; new_rejected_starts := '{}'; new_rejected_counts := '{}'; new_ban_ends := '{}';
+          IF live THEN
+            FOR i IN 1..coalesce(array_length(r.ban_subjects, 1), 0) LOOP
+              CONTINUE WHEN i = k;
+              entry_end := CASE WHEN r.banned_until_ms[i] > t THEN r.banned_until_ms[i] ELSE 0 END;
+              IF with_ban AND r.rejected_counts[i] > 0 AND r.rejected_starts_ms[i] + p_ban_interval_ms > t THEN
+                entry_start := r.rejected_starts_ms[i]; entry_count := r.rejected_counts[i];
+                expires := greatest(expires, entry_start + p_ban_interval_ms);
+              ELSE
+                entry_start := 0; entry_count := 0;
+              END IF;
+              IF entry_end > 0 OR entry_count > 0 THEN
+                new_subjects := new_subjects || r.ban_subjects[i]; new_rejected_starts := new_rejected_starts || entry_start;
+                new_rejected_counts := new_rejected_counts || entry_count; new_ban_ends := new_ban_ends || entry_end;
+                expires := greatest(expires, entry_end);
+              END IF;
+            END LOOP;
+          END IF;
+          ban_end := 0;
+          IF has_room THEN
+            FOR i IN 1..n LOOP counts[i] := counts[i] + p_cost; END LOOP;
+            result := 0;
+            -- The subject's rejections are kept while their interval lasts.
+            IF k IS NOT NULL AND with_ban AND r.rejected_counts[k] > 0 AND r.rejected_starts_ms[k] + p_ban_interval_ms > t THEN
+              new_subjects := new_subjects || p_ban_subject; new_rejected_starts := new_rejected_starts || r.rejected_starts_ms[k];
+              new_rejected_counts := new_rejected_counts || r.rejected_counts[k]; new_ban_ends := new_ban_ends || 0::bigint;
+              expires := greatest(expires, r.rejected_starts_ms[k] + p_ban_interval_ms);
+            END IF;
+          ELSIF NOT with_ban THEN
+            result := 1;
+          ELSE
+            interval_start := t - mod(mod(t, p_ban_interval_ms) + p_ban_interval_ms, p_ban_interval_ms);
+            rejected := CASE WHEN k IS NOT NULL AND r.rejected_counts[k] > 0 AND r.rejected_starts_ms[k] = interval_start
+              THEN r.rejected_counts[k] ELSE 0 END + 1;
+            new_subjects := new_subjects || p_ban_subject;
+            IF rejected >= p_ban_threshold THEN
+              result := 2; ban_end := t + p_ban_duration_ms;
+              new_rejected_starts := new_rejected_starts || 0::bigint; new_rejected_counts := new_rejected_counts || 0; new_ban_ends := new_ban_ends || ban_end;
+              expires := greatest(expires, ban_end);
+            ELSE
+              result := 1;
+              new_rejected_starts := new_rejected_starts || interval_start; new_rejected_counts := new_rejected_counts || rejected;
+              new_ban_ends := new_ban_ends || 0::bigint;
+              expires := greatest(expires, interval_start + p_ban_interval_ms);
+            END IF;
+          END IF;
+          -- The record as this consume leaves it, for the record's next consume and the row.
+          r.window_names := p_names; r.window_starts_ms := starts; r.window_counts := counts; r.window_limits := p_limits;
+          r.window_lengths_ms := p_window_ms; r.ban_subjects := new_subjects; r.rejected_starts_ms := new_rejected_starts;
+          r.rejected_counts := new_rejected_counts; r.banned_until_ms := new_ban_ends; r.expires_at_ms := expires;
+          present := true; dirty := true;
+          res_t[c] := t; res_outcome[c] := result; res_ban[c] := ban_end; res_used[c] := array_to_string(counts, ',');
+        END LOOP;
+        EXIT WHEN NOT dirty;
+        IF in_table THEN
+          UPDATE ${names.rateLimits} AS x
+            SET window_names = r.window_names, window_starts_ms = r.window_starts_ms, window_counts = r.window_counts,
+                window_limits = r.window_limits, window_lengths_ms = r.window_lengths_ms, ban_subjects = r.ban_subjects,
+                rejected_starts_ms = r.rejected_starts_ms, rejected_counts = r.rejected_counts, banned_until_ms = r.banned_until_ms,
+                expires_at_ms = r.expires_at_ms
+            WHERE x.key = rec_key;
+          EXIT;
+        END IF;
+        INSERT INTO ${names.rateLimits} AS x (key, window_names, window_starts_ms, window_counts, window_limits, window_lengths_ms,
+            ban_subjects, rejected_starts_ms, rejected_counts, banned_until_ms, expires_at_ms)
+          VALUES (rec_key, r.window_names, r.window_starts_ms, r.window_counts, r.window_limits, r.window_lengths_ms,
+            r.ban_subjects, r.rejected_starts_ms, r.rejected_counts, r.banned_until_ms, r.expires_at_ms)
+          ON CONFLICT (key) DO NOTHING;
+        IF FOUND THEN inserted := true; EXIT; END IF;
+        -- Another statement inserted the record meanwhile: decide again under its lock.
+        SELECT * INTO r FROM ${names.rateLimits} AS x WHERE x.key = rec_key FOR UPDATE;
+        in_table := FOUND;
+      END LOOP;
+      done := true;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS failed_code = RETURNED_SQLSTATE, failed_message = MESSAGE_TEXT;
+    END;
+    IF done THEN
+      IF inserted THEN created := created + 1; clean_t := greatest(clean_t, t); END IF;
+      pos := last + 1;
+    ELSIF last > pos THEN
+      alone := true;
+      CONTINUE;
+    ELSE
+      c := ord[pos];
+      res_t[c] := NULL; res_code[c] := failed_code; res_message[c] := failed_message;
+      pos := pos + 1;
+    END IF;
+    IF pos <= total AND p_keys[ord[pos]] <> rec_key THEN alone := false; END IF;
+  END LOOP;
+  IF created > 0 THEN
+    BEGIN
+      DELETE FROM ${names.rateLimits} AS x WHERE x.key IN (
+        SELECT y.key FROM ${names.rateLimits} AS y WHERE y.expires_at_ms < clean_t
+        ORDER BY y.expires_at_ms LIMIT 2 * created FOR UPDATE SKIP LOCKED);
+    EXCEPTION WHEN OTHERS THEN
+      NULL;
+    END;
+  END IF;
+  RETURN QUERY SELECT u.o, res_t[u.o]::text, res_outcome[u.o], res_ban[u.o]::text, res_used[u.o], res_code[u.o], res_message[u.o]
+    FROM generate_series(1, total) AS u(o);
+END
+$consume_many$`;
 }

@@ -18,6 +18,8 @@ export const MIGRATIONS_TABLE = 'petstore_migrations';
 
 /** Suffix of the consume function's name: `<rateLimitsTable>_consume`. */
 const CONSUME_FUNCTION_SUFFIX = '_consume';
+/** Suffix of the rate-limit table's batch consume function (migration version 3). */
+const CONSUME_MANY_FUNCTION_SUFFIX = '_consume_many';
 /** Suffix of the rate-limit table's index on `expires_at_ms`: `<rateLimitsTable>_expires_at_ms`. */
 const RATE_LIMIT_INDEX_SUFFIX = '_expires_at_ms';
 /** Suffix of the table of idempotency records: `<categoriesTable>_idempotency`. */
@@ -48,7 +50,7 @@ const MAX_SCHEMA_NAME_LENGTH = MAX_IDENTIFIER_BYTES;
 const MAX_CATEGORIES_TABLE_NAME_LENGTH =
   MAX_IDENTIFIER_BYTES - Math.max(IDEMPOTENCY_TABLE_SUFFIX.length, IDEMPOTENCY_INDEX_SUFFIX.length, CREATE_IDEMPOTENT_FUNCTION_SUFFIX.length);
 /** The longest rate-limit table name: 49, so that `<table>_expires_at_ms` (14 more) stays within 63. */
-const MAX_RATE_LIMITS_TABLE_NAME_LENGTH = MAX_IDENTIFIER_BYTES - Math.max(CONSUME_FUNCTION_SUFFIX.length, RATE_LIMIT_INDEX_SUFFIX.length);
+const MAX_RATE_LIMITS_TABLE_NAME_LENGTH = MAX_IDENTIFIER_BYTES - Math.max(CONSUME_FUNCTION_SUFFIX.length, CONSUME_MANY_FUNCTION_SUFFIX.length, RATE_LIMIT_INDEX_SUFFIX.length);
 
 /**
  * The longest API-key table name: 47, so that `<table>_previous_digest` (16 more) stays within 63. (The names
@@ -148,8 +150,10 @@ export interface RateLimitsNames {
   rateLimits: string;
   /** The rate-limit table's index on `expires_at_ms` (unqualified). */
   index: string;
-  /** The consume function: `<rateLimitsTable>_consume`. */
+  /** The consume function of version 2 (one consume per call): `<rateLimitsTable>_consume`. */
   consumeFunction: string;
+  /** The consume function of version 3 (a batch of consumes per call): `<rateLimitsTable>_consume_many`. */
+  consumeManyFunction: string;
 }
 
 /** The names of the rate-limit table of `options`. @throws TypeError naming `schema` or `rateLimitsTable`. */
@@ -161,6 +165,7 @@ export function rateLimitsNames(options: PostgresSchemaOptions): RateLimitsNames
     rateLimits: `${schema}.${quotedName(table, 'rateLimitsTable', MAX_RATE_LIMITS_TABLE_NAME_LENGTH)}`,
     index: `"${table}${RATE_LIMIT_INDEX_SUFFIX}"`,
     consumeFunction: `${schema}."${table}${CONSUME_FUNCTION_SUFFIX}"`,
+    consumeManyFunction: `${schema}."${table}${CONSUME_MANY_FUNCTION_SUFFIX}"`,
   };
 }
 

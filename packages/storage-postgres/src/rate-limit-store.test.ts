@@ -4,8 +4,9 @@
  */
 import { isPetstoreError, MINUTE_MS, DAY_MS, windowStartMs, type BanPolicy, type ConsumeRequest, type RateLimitWindow } from '@petstore/core';
 import pg from 'pg';
-import { describe, expect, it } from 'vitest';
-import { postgresRateLimitStore } from './rate-limit-store.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { PostgresTimeoutError } from './postgres-call.js';
+import { MAX_CONSUMES_PER_STATEMENT, postgresRateLimitStore } from './rate-limit-store.js';
 import { countStatements } from '../test-support/count-statements.js';
 import { connectPool, databaseNowMs, migratedSchema, skipPostgres, uniqueSchema } from '../test-support/postgres.js';
 
@@ -35,7 +36,7 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore', () => {
     expect(result.windows[1]?.resetAtMs).toBe(Math.floor(result.nowMs / DAY_MS) * DAY_MS + DAY_MS);
   });
 
-  it('sends one statement per consume (a new record and a known one), per peek and per reset', async () => {
+  it('sends one statement per lone consume (a new record and a known one), per peek and per reset', async () => {
     const { pool, schema } = await migratedSchema();
     const store = postgresRateLimitStore({ pool, schema, time: 'request' });
     const statements = countStatements(pool);
@@ -140,5 +141,141 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore', () => {
     await expect(store.consume('key:x', req(minuteAndDay(1.5, 2), T0))).rejects.toThrow(TypeError);
     await expect(store.consume('key:x', req(minuteAndDay(1, 2), T0 + 0.5))).rejects.toThrow(/nowMs/);
     await pool.end();
+  });
+});
+
+/** Resolves once `check` holds, asking again at each turn of the event loop (no timer: the tests may fake them). */
+async function until(check: () => Promise<boolean>): Promise<void> {
+  while (!(await check())) await new Promise((resolve) => setImmediate(resolve));
+}
+
+describe.skipIf(skipPostgres)('postgresRateLimitStore: the consumes of one turn in one statement', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('sends the consumes of one turn as one statement, at most MAX_CONSUMES_PER_STATEMENT each, decided in arrival order', async () => {
+    const { pool, schema } = await migratedSchema();
+    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const statements = countStatements(pool);
+    const minute: RateLimitWindow[] = [{ name: 'minute', limit: 50, windowMs: MINUTE_MS }];
+    // 70 consumes started in one turn: three statements (32, 32, 6), the keys interleaved, the costs differing.
+    const keys = Array.from({ length: 70 }, (_, i) => ['key:b', 'key:a', 'key:c'][i % 3] as string);
+    const results = await Promise.all(keys.map((key, i) => store.consume(key, req(minute, T0, { cost: 1 + (i % 2) }))));
+    expect(MAX_CONSUMES_PER_STATEMENT).toBe(32);
+    expect(statements.count).toBe(3);
+    // Each key's consumes were charged one after another in the order they were made, each seeing the ones before.
+    for (const key of ['key:a', 'key:b', 'key:c']) {
+      let used = 0;
+      const seen = keys.flatMap((candidate, i) => (candidate === key ? [{ cost: 1 + (i % 2), result: results[i] }] : []));
+      for (const { cost, result } of seen) {
+        const admitted = used + cost <= 50;
+        if (admitted) used += cost;
+        expect([result?.allowed, result?.windows[0]?.used]).toEqual([admitted, used]);
+      }
+    }
+  });
+
+  it('fails a failing consume alone: the others of its statement, also of its record, are decided as if it had not come', async () => {
+    const { pool, schema } = await migratedSchema();
+    const table = `"${schema}".petstore_rate_limits`;
+    // A host's trigger that refuses to write a minute count of 3 or more for key:shared, and anything for key:busy (a
+    // transient SQLSTATE: lock_not_available).
+    await pool.query(`CREATE FUNCTION "${schema}".refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.key = 'key:busy' THEN RAISE EXCEPTION 'busy' USING ERRCODE = '55P03'; END IF;
+  IF NEW.key = 'key:shared' AND NEW.window_counts[1] >= 3 THEN RAISE EXCEPTION 'no 3 here'; END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON ${table} FOR EACH ROW EXECUTE FUNCTION "${schema}".refuse()`);
+    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const statements = countStatements(pool);
+    const minute: RateLimitWindow[] = [{ name: 'minute', limit: 10, windowMs: MINUTE_MS }];
+    const outcomes = await Promise.allSettled([
+      store.consume('key:shared', req(minute, T0, { cost: 1 })), // 1
+      store.consume('key:busy', req(minute, T0)),
+      store.consume('key:shared', req(minute, T0, { cost: 2 })), // 3: refused by the trigger
+      store.consume('key:other', req(minute, T0)),
+      store.consume('key:shared', req(minute, T0, { cost: 1 })), // 2, as if the one before had not come
+    ]);
+    expect(statements.count).toBe(1);
+    const answer = (index: number) => {
+      const outcome = outcomes[index] as PromiseSettledResult<{ allowed: boolean; windows: { used: number }[] }>;
+      return outcome.status === 'fulfilled' ? [outcome.value.allowed, outcome.value.windows[0]?.used] : outcome.reason;
+    };
+    expect([answer(0), answer(3), answer(4)]).toEqual([[true, 1], [true, 1], [true, 2]]);
+    expect(isPetstoreError(answer(2))).toBe(false);
+    expect(answer(2)).toMatchObject({ message: "PostgreSQL refused the rate-limit store's statement", cause: { code: 'P0001', message: 'no 3 here' } });
+    expect(answer(1)).toMatchObject({ code: 'service_unavailable', cause: { code: '55P03' } });
+    const { rows } = await pool.query<{ key: string; counts: string }>(`SELECT key, window_counts::text AS counts FROM ${table} ORDER BY key`);
+    expect(rows).toEqual([
+      { key: 'key:other', counts: '{1}' },
+      { key: 'key:shared', counts: '{2}' },
+    ]);
+  });
+
+  it('never deadlocks: two instances sending the same records in opposite orders, at once, charge every consume exactly', async () => {
+    const { schema } = await migratedSchema();
+    const pools = [connectPool({ max: 4 }), connectPool({ max: 4 })];
+    const [forward, backward] = pools.map((pool) => postgresRateLimitStore({ pool, schema, time: 'request' }));
+    const keys = Array.from({ length: 30 }, (_, i) => `key:${String(i).padStart(2, '0')}`);
+    const minute: RateLimitWindow[] = [{ name: 'minute', limit: 1000, windowMs: MINUTE_MS }];
+    const rounds = 4;
+    const all: Promise<{ allowed: boolean }>[] = [];
+    // Each round: both instances start a statement of all 30 records in the same turn, one in key order, one reversed,
+    // so that each locks rows the other needs (several rounds in flight at once).
+    for (let round = 0; round < rounds; round++) {
+      for (const key of keys) all.push((forward as ReturnType<typeof postgresRateLimitStore>).consume(key, req(minute, T0)));
+      for (const key of [...keys].reverse()) all.push((backward as ReturnType<typeof postgresRateLimitStore>).consume(key, req(minute, T0)));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const results = await Promise.all(all);
+    expect(results.every((result) => result.allowed)).toBe(true);
+    const check = postgresRateLimitStore({ pool: pools[0] as pg.Pool, schema, time: 'request' });
+    const used = await Promise.all(keys.map(async (key) => (await check.peek(key, T0)).windows[0]?.used));
+    expect(used).toEqual(keys.map(() => 2 * rounds));
+  });
+
+  it('cancels its statement in the server when callTimeoutMs passes: a consume held by a locked row stops, charging nothing', async () => {
+    const { pool, schema } = await migratedSchema();
+    const table = `"${schema}".petstore_rate_limits`;
+    const windows = minuteAndDay(5, 10);
+    await postgresRateLimitStore({ pool, schema, time: 'request' }).consume('key:locked', req(windows, T0));
+    const storePool = connectPool({ max: 1 });
+    const store = postgresRateLimitStore({ pool: storePool, schema, time: 'request', callTimeoutMs: 200 });
+    /** The store's consume statements running in the server: whether each waits for a lock. */
+    const running = async () =>
+      (
+        await pool.query<{ waiting: boolean }>(
+          `SELECT wait_event_type IS NOT DISTINCT FROM 'Lock' AS waiting FROM pg_stat_activity
+           WHERE state = 'active' AND pid <> pg_backend_pid() AND position($1 in query) > 0`,
+          [`"${schema}"."petstore_rate_limits_consume_many"`],
+        )
+      ).rows;
+    const holder = await pool.connect();
+    try {
+      // Another transaction holds the record's row, as a long transaction of the host's would.
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM ${table} WHERE key = 'key:locked' FOR UPDATE`);
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      const answer = store.consume('key:locked', req(windows, T0 + 1)).then(
+        () => 'answered',
+        (error: unknown) => error,
+      );
+      await until(async () => (await running()).some((statement) => statement.waiting));
+      await vi.advanceTimersByTimeAsync(200);
+      const failure = await answer;
+      expect(failure).toMatchObject({ code: 'service_unavailable' });
+      expect((failure as Error).cause).toBeInstanceOf(PostgresTimeoutError);
+      // The server stops the statement while the row is still locked: it no longer runs (it would wait for the lock).
+      await until(async () => (await running()).length === 0);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    vi.useRealTimers();
+    // The cancelled consume charged nothing, and its connection went back to the pool (of one) in working order.
+    const next = await store.consume('key:locked', req(windows, T0 + 2));
+    expect(next.windows.map((window) => window.used)).toEqual([2, 2]);
   });
 });

@@ -1,16 +1,19 @@
 import {
   peekState,
   windowStartMs,
+  type BanPolicy,
   type ConsumeRequest,
   type ConsumeResult,
   type RateLimitSnapshot,
   type RateLimitState,
   type RateLimitStore,
+  type RateLimitWindow,
   type WindowUsage,
 } from '@petstore/core';
 import type { Pool } from 'pg';
+import { DatabaseError } from 'pg-protocol';
 import { rateLimitsNames, type PostgresSchemaOptions } from './names.js';
-import { assertPool, assertWhole, DEFAULT_CALL_TIMEOUT_MS, runStatement } from './postgres-call.js';
+import { assertPool, assertWhole, DEFAULT_CALL_TIMEOUT_MS, runStatement, statementFailure } from './postgres-call.js';
 
 /**
  * Options of {@link postgresRateLimitStore}: the pool, the deadline, whose clock decides, and the names `schema`
@@ -20,12 +23,14 @@ import { assertPool, assertWhole, DEFAULT_CALL_TIMEOUT_MS, runStatement } from '
 export interface PostgresRateLimitStoreOptions extends Pick<PostgresSchemaOptions, 'schema' | 'rateLimitsTable'> {
   /**
    * A node-postgres (`pg`) `Pool` you create, configure and end; see {@link PostgresCategoryStoreOptions.pool}
-   * (give it an `'error'` listener). One statement per call; the store never changes the pool.
+   * (give it an `'error'` listener). One statement per call (per turn's consumes), each on a connection taken from
+   * the pool and given back; the store never changes the pool.
    */
   pool: Pool;
   /**
-   * Deadline of one `consume`, `peek` or `reset` in ms, the wait for a pooled connection included: past it the promise rejects (cause: a
-   * {@link PostgresTimeoutError}; the engine's `onStoreFailure` policy decides what the caller gets). Default 1000
+   * Deadline of one statement (a turn's consumes, a `peek` or a `reset`) in ms, the wait for a pooled connection
+   * included: past it the promise rejects (cause: a {@link PostgresTimeoutError}; the engine's `onStoreFailure`
+   * policy decides what the caller gets) and the statement is cancelled in the server. Default 1000
    * ({@link DEFAULT_CALL_TIMEOUT_MS}).
    */
   callTimeoutMs?: number;
@@ -39,8 +44,50 @@ export interface PostgresRateLimitStoreOptions extends Pick<PostgresSchemaOption
   time?: 'server' | 'request';
 }
 
-type ConsumeRow = { now_ms: string; outcome: number; banned_until_ms: string; used: string };
 type PeekRow = { now_ms: string; record: string | null };
+
+/**
+ * Most consumes in one statement. Bounds how long one statement holds its row locks and the subtransactions it
+ * opens (one per record it writes): well below the 64 that PostgreSQL caches per transaction, past which every
+ * snapshot taken by any session meanwhile has to look subtransactions up in `pg_subtrans`.
+ */
+export const MAX_CONSUMES_PER_STATEMENT = 32;
+
+/** A policy (windows and ban) as the consume function takes it, built once per frozen windows array and ban. */
+interface Policy {
+  names: string[];
+  limits: number[];
+  lengthsMs: number[];
+  banThreshold: number;
+  banIntervalMs: number;
+  banDurationMs: number;
+}
+
+/** One consume waiting for its statement. */
+interface Pending {
+  key: string;
+  policy: Policy;
+  cost: number;
+  banSubject: string;
+  nowMs: number;
+  resolve(decision: ConsumeManyRow): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * A row of `<rateLimitsTable>_consume_many`: one consume's decision, or its failure (see migrations.ts). Rows as
+ * objects: node-postgres's `rowMode: 'array'` was measured and brought nothing here (BENCHMARKS.md, section
+ * "Backends: memory, Redis, PostgreSQL").
+ */
+interface ConsumeManyRow {
+  ordinal: number;
+  now_ms: string | null;
+  outcome: number | null;
+  banned_until_ms: string | null;
+  used: string | null;
+  error_code: string | null;
+  error_message: string | null;
+}
 
 /** A row of the rate-limit table as `row_to_json` writes it (migration version 2; times in Unix epoch ms). */
 interface RecordJson {
@@ -61,29 +108,41 @@ interface RecordJson {
  * `anon:<address>`) holds its windows (each with the limit and length it was last charged with) and the bans of its
  * ban subjects (see {@link postgresMigrations} for the row layout, migration version 2 of the rate-limit table).
  *
- * - `consume` is ONE statement, `SELECT … FROM <rateLimitsTable>_consume(…)`: a PL/pgSQL function (created by
- *   {@link migratePostgres}) that locks the record's row, checks every window and the ban subject's ban, charges
- *   the request's `cost` to all windows or to none, counts a rejection toward the subject's ban, starts the ban,
- *   prunes the ended bans of the other subjects and sets the row's `expires_at_ms` — a mirror of `decideConsume`
- *   from `@petstore/core`, atomic across every process sharing the database (row lock; PostgreSQL's default READ
- *   COMMITTED isolation, which the function needs: under REPEATABLE READ or SERIALIZABLE a contended record fails
- *   with a serialization error, answered as below). A banned subject's requests write nothing.
+ * - `consume`: the consumes started in one turn of the event loop go to PostgreSQL as ONE statement,
+ *   `SELECT … FROM <rateLimitsTable>_consume_many(…)`, sent at the end of the turn (`setImmediate`) or at once when
+ *   {@link MAX_CONSUMES_PER_STATEMENT} are waiting; a lone consume is a statement of one. The PL/pgSQL function
+ *   (created by {@link migratePostgres}, rate-limit version 3) decides each consume exactly as version 2's
+ *   `<rateLimitsTable>_consume` decides it alone — a mirror of `decideConsume` from `@petstore/core`: it locks the
+ *   record's row, checks every window and the ban subject's ban, charges the request's `cost` to all windows or to
+ *   none, counts a rejection toward the subject's ban, starts the ban, prunes the ended bans of the other subjects
+ *   and sets the row's `expires_at_ms` — atomic across every process sharing the database (row locks; PostgreSQL's
+ *   default READ COMMITTED isolation, which the function needs: under REPEATABLE READ or SERIALIZABLE a contended
+ *   record fails with a serialization error, answered as below). The records of a statement are locked in the
+ *   order of their keys, so statements of different instances never deadlock; each record's consumes are decided
+ *   in the order they were made, each on the record the ones before left. A banned subject's requests write
+ *   nothing. A consume that fails inside the function (a trigger or constraint of the host's refusing its row,
+ *   say) fails alone, the others of the statement are answered. Under fake timers that fake `setImmediate`,
+ *   advance them for a consume to be sent. Costs against one statement per consume measured: BENCHMARKS.md,
+ *   section "Backends: memory, Redis, PostgreSQL".
  * - `peek` is one statement that reads the row and the clock (no lock, nothing written) and answers `peekState`
  *   of the record at that clock: the windows as of now with the limit each was last charged with, and the live
  *   bans.
  * - `reset` is one `DELETE` of the row: the record's windows and every ban in it.
  *
- * Expired rows are deleted by the consumes themselves: each consume that creates a row deletes up to two rows
- * whose `expires_at_ms` has passed (by index, skipping locked rows), so the table stays about as large as the
+ * Expired rows are deleted by the consumes themselves: each statement deletes up to two rows whose `expires_at_ms`
+ * has passed per row it created (by index, skipping locked rows), so the table stays about as large as the
  * set of live records with no timer and no job to schedule. A row that lost its `expires_at_ms` (set to NULL) gets
  * it back on the record's next consume.
  *
  * Failures: every method rejects when the database errors or does not answer within `callTimeoutMs` — with a
  * `PetstoreError('service_unavailable')` (cause: the original failure) when it is unreachable, slow or
  * temporarily unable, else a plain Error. `consume` never answers "allowed" on a failure: the engine's
- * `onStoreFailure` policy turns the rejection into 503 (fail-closed) or the insurance store (fail-open). A
- * consume or reset that timed out may still be applied later (one request charged without an answer; a record
- * removed).
+ * `onStoreFailure` policy turns the rejection into 503 (fail-closed) or the insurance store (fail-open). A statement
+ * that fails as a whole fails each of its consumes; a consume that failed alone rejects with a cause that carries
+ * the SQLSTATE (`code`), as node-postgres's `DatabaseError` does. Past `callTimeoutMs` (for a consume: from the end
+ * of the turn it was made in) the store also sends PostgreSQL a cancel request for the statement, which stops it
+ * and rolls it back; a consume or reset whose statement had already committed stays applied (one request charged
+ * without an answer; a record removed).
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#store-failures
  * @throws TypeError when `pool` is not a pool, `callTimeoutMs` is not a whole number ≥ 1, `time` is neither
@@ -98,12 +157,72 @@ export function postgresRateLimitStore(options: PostgresRateLimitStoreOptions): 
   assertWhole(callTimeoutMs, 'callTimeoutMs', 1);
   if (time !== 'server' && time !== 'request') throw new TypeError(`time must be 'server' or 'request', got ${String(time)}`);
   const names = rateLimitsNames(options);
-  const consumeSql = `SELECT now_ms, outcome, banned_until_ms, used FROM ${names.consumeFunction}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`;
+  const consumeSql = `SELECT ordinal, now_ms, outcome, banned_until_ms, used, error_code, error_message
+FROM ${names.consumeManyFunction}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`;
   // The clock (the database's, or the request's with time: 'request') and the row, in one statement; the row as
   // JSON text, so that a host's pg.types parsers cannot change it (times are below 2^53: exact as JSON numbers).
   const peekSql = `SELECT n.ms::text AS now_ms, (SELECT row_to_json(x)::text FROM ${names.rateLimits} AS x WHERE x.key = $1) AS record
 FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ms) AS n`;
   const resetSql = `DELETE FROM ${names.rateLimits} WHERE key = $1`;
+
+  /** The consumes started in this turn of the event loop, sent at its end (or once there are enough). */
+  let waiting: Pending[] = [];
+  const flush = () => {
+    const batch = waiting;
+    waiting = [];
+    if (batch.length > 0) send(batch);
+  };
+
+  function send(batch: Pending[]): void {
+    const policyNumbers = new Map<Policy, number>();
+    const windowFirst: number[] = [];
+    const windowCount: number[] = [];
+    const windowNames: string[] = [];
+    const windowLimits: number[] = [];
+    const windowLengthsMs: number[] = [];
+    const banThresholds: number[] = [];
+    const banIntervalsMs: number[] = [];
+    const banDurationsMs: number[] = [];
+    const keys: string[] = [];
+    const policies: number[] = [];
+    const costs: number[] = [];
+    const banSubjects: string[] = [];
+    const nowMs: number[] = [];
+    for (const item of batch) {
+      let number = policyNumbers.get(item.policy);
+      if (number === undefined) {
+        const { policy } = item;
+        number = policyNumbers.size + 1;
+        policyNumbers.set(policy, number);
+        windowFirst.push(windowNames.length + 1);
+        windowCount.push(policy.names.length);
+        windowNames.push(...policy.names);
+        windowLimits.push(...policy.limits);
+        windowLengthsMs.push(...policy.lengthsMs);
+        banThresholds.push(policy.banThreshold);
+        banIntervalsMs.push(policy.banIntervalMs);
+        banDurationsMs.push(policy.banDurationMs);
+      }
+      keys.push(item.key);
+      policies.push(number);
+      costs.push(item.cost);
+      banSubjects.push(item.banSubject);
+      if (time === 'request') nowMs.push(item.nowMs);
+    }
+    const values = [keys, policies, costs, banSubjects, time === 'request' ? nowMs : null, windowFirst, windowCount, windowNames, windowLimits, windowLengthsMs, banThresholds, banIntervalsMs, banDurationsMs];
+    runStatement<ConsumeManyRow>(pool, 'rate-limit store', callTimeoutMs, consumeSql, values).then(
+      (rows) => {
+        for (const row of rows) batch[row.ordinal - 1]?.resolve(row);
+        // Never a consume left waiting (a settled one ignores this): a reply short of rows is the function's fault.
+        if (rows.length !== batch.length) {
+          for (const item of batch) item.reject(new Error(`${names.consumeManyFunction} answered ${rows.length} rows for ${batch.length} consumes`));
+        }
+      },
+      (error: unknown) => {
+        for (const item of batch) item.reject(error);
+      },
+    );
+  }
 
   return {
     async peek(key: string, nowMs: number): Promise<RateLimitSnapshot> {
@@ -117,43 +236,80 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
       await runStatement(pool, 'rate-limit store', callTimeoutMs, resetSql, [key]);
     },
     async consume(key: string, request: ConsumeRequest): Promise<ConsumeResult> {
-      const { windows, ban, cost, banSubject } = request;
+      const { windows, cost, banSubject } = request;
       if (time === 'request') assertWhole(request.nowMs, 'nowMs', 0);
       assertWhole(cost, 'cost', 1);
       if (typeof banSubject !== 'string') throw new TypeError(`banSubject must be a string, got ${String(banSubject)}`);
-      for (const window of windows) {
-        assertWhole(window.limit, `window "${window.name}" limit`, 0);
-        assertWhole(window.windowMs, `window "${window.name}" windowMs`, 1);
-      }
-      if (ban !== undefined) {
-        assertWhole(ban.rejectedThreshold, 'ban.rejectedThreshold', 1);
-        assertWhole(ban.intervalMs, 'ban.intervalMs', 1);
-        assertWhole(ban.durationMs, 'ban.durationMs', 1);
-      }
-      const rows = await runStatement<ConsumeRow>(pool, 'rate-limit store', callTimeoutMs, consumeSql, [
-        key,
-        windows.map((window) => window.name),
-        windows.map((window) => window.limit),
-        windows.map((window) => window.windowMs),
-        cost,
-        banSubject,
-        ban?.rejectedThreshold ?? 0,
-        ban?.intervalMs ?? 0,
-        ban?.durationMs ?? 0,
-        time === 'request' ? request.nowMs : null,
-      ]);
-      const row = rows[0] as ConsumeRow;
+      const policy = policyOf(windows, request.ban);
+      const row = await new Promise<ConsumeManyRow>((resolve, reject) => {
+        waiting.push({ key, policy, cost, banSubject, nowMs: request.nowMs, resolve, reject });
+        if (waiting.length >= MAX_CONSUMES_PER_STATEMENT) flush();
+        else if (waiting.length === 1) setImmediate(flush);
+      });
+      const { outcome, used } = row;
+      if (row.error_code !== null) throw consumeFailure(row.error_code, row.error_message ?? '');
       const nowMs = Number(row.now_ms);
-      const used = row.used === '' ? [] : row.used.split(',').map(Number);
+      const counts = used === '' || used === null ? [] : used.split(',').map(Number);
       const usage: WindowUsage[] = windows.map(({ name, limit, windowMs }, index) => {
-        const count = used[index] as number;
+        const count = counts[index] as number;
         return { name, limit, windowMs, used: count, remaining: Math.max(0, limit - count), resetAtMs: windowStartMs(nowMs, windowMs) + windowMs };
       });
-      if (row.outcome === 0) return { allowed: true, nowMs, windows: usage };
-      if (row.outcome === 1) return { allowed: false, reason: 'rate_limited', nowMs, windows: usage };
+      if (outcome === 0) return { allowed: true, nowMs, windows: usage };
+      if (outcome === 1) return { allowed: false, reason: 'rate_limited', nowMs, windows: usage };
       return { allowed: false, reason: 'banned', nowMs, windows: usage, bannedUntilMs: Number(row.banned_until_ms) };
     },
   };
+}
+
+/** Policies built so far, per windows array and ban policy (`NO_BAN` for none); only frozen ones (the core's). */
+const policyCache = new WeakMap<readonly RateLimitWindow[], WeakMap<object, Policy>>();
+const NO_BAN = Object.freeze({});
+
+/**
+ * The policy of a request's windows and ban, checked.
+ * @throws TypeError on a window name that is not a string, or a limit, window length or ban field that is not a
+ *   whole number (limit ≥ 0, the others ≥ 1).
+ */
+function policyOf(windows: readonly RateLimitWindow[], ban: BanPolicy | undefined): Policy {
+  const banKey = ban ?? NO_BAN;
+  const cached = policyCache.get(windows)?.get(banKey);
+  if (cached !== undefined) return cached;
+  for (const window of windows) {
+    if (typeof window.name !== 'string') throw new TypeError(`a window name must be a string, got ${typeof window.name}`);
+    assertWhole(window.limit, `window "${window.name}" limit`, 0);
+    assertWhole(window.windowMs, `window "${window.name}" windowMs`, 1);
+  }
+  if (ban !== undefined) {
+    assertWhole(ban.rejectedThreshold, 'ban.rejectedThreshold', 1);
+    assertWhole(ban.intervalMs, 'ban.intervalMs', 1);
+    assertWhole(ban.durationMs, 'ban.durationMs', 1);
+  }
+  const policy: Policy = {
+    names: windows.map((window) => window.name),
+    limits: windows.map((window) => window.limit),
+    lengthsMs: windows.map((window) => window.windowMs),
+    banThreshold: ban?.rejectedThreshold ?? 0,
+    banIntervalMs: ban?.intervalMs ?? 0,
+    banDurationMs: ban?.durationMs ?? 0,
+  };
+  if (Object.isFrozen(windows) && windows.every((window) => Object.isFrozen(window)) && Object.isFrozen(banKey)) {
+    let byBan = policyCache.get(windows);
+    if (byBan === undefined) policyCache.set(windows, (byBan = new WeakMap()));
+    byBan.set(banKey, policy);
+  }
+  return policy;
+}
+
+/**
+ * The failure of one consume of a statement, as the consume function caught it: `service_unavailable` for a
+ * transient SQLSTATE (a lock or serialization failure, say), else a plain Error; the cause carries the SQLSTATE
+ * (`code`) and the database's message, as node-postgres's `DatabaseError` does.
+ */
+function consumeFailure(code: string, message: string): Error {
+  const cause = new DatabaseError(message, 0, 'error');
+  cause.code = code;
+  cause.severity = 'ERROR';
+  return statementFailure('rate-limit store', cause);
 }
 
 /**

@@ -29,7 +29,7 @@ export const EXPECTED_EXPORTS: Record<string, { values: string[]; types: string[
     types: ['RedisCluster','RedisClusterNode','RedisClusterOptions','RedisServer','RedisServerOptions','TestRedis','TestRedisCluster','TestRedisSkip'],
   },
   '@petstore/storage-postgres': {
-    values: ['DEFAULT_API_KEYS_TABLE','DEFAULT_CALL_TIMEOUT_MS','DEFAULT_CATEGORIES_TABLE','DEFAULT_RATE_LIMITS_TABLE','DEFAULT_SCHEMA','LISTEN_HEARTBEAT_INTERVAL_MS','LISTEN_RECONNECT_INITIAL_DELAY_MS','LISTEN_RECONNECT_MAX_DELAY_MS','MIGRATIONS_TABLE','PostgresTimeoutError','migratePostgres','postgresApiKeyRecordStore','postgresApiKeysChannel','postgresCategoryStore','postgresMigrations','postgresRateLimitStore'],
+    values: ['DEFAULT_API_KEYS_TABLE','DEFAULT_CALL_TIMEOUT_MS','DEFAULT_CATEGORIES_TABLE','DEFAULT_RATE_LIMITS_TABLE','DEFAULT_SCHEMA','LISTEN_HEARTBEAT_INTERVAL_MS','LISTEN_RECONNECT_INITIAL_DELAY_MS','LISTEN_RECONNECT_MAX_DELAY_MS','MAX_CONSUMES_PER_STATEMENT','MIGRATIONS_TABLE','PostgresTimeoutError','migratePostgres','postgresApiKeyRecordStore','postgresApiKeysChannel','postgresCategoryStore','postgresMigrations','postgresRateLimitStore'],
     types: ['MigratePostgresOptions','MigrationReport','PostgresApiKeyRecordStore','PostgresApiKeyRecordStoreOptions','PostgresCategoryStore','PostgresCategoryStoreOptions','PostgresMigration','PostgresRateLimitStoreOptions','PostgresSchemaOptions'],
   },
   '@petstore/storage-postgres/testing': {
