@@ -57,6 +57,7 @@ export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): M
   // reuses the JSON it wrote for it (see CategoryStore.list) instead of serialising the same list again.
   let snapshot: readonly Category[] | undefined;
   return {
+    backend: 'memory',
     async list() {
       if (snapshot === undefined) {
         const categories: Category[] = [];

@@ -106,6 +106,7 @@ export function postgresCategoryStore(options: PostgresCategoryStoreOptions): Ca
   }
 
   return {
+    backend: 'postgresql',
     async list() {
       const rows = await runStatement<Row>(pool, store, callTimeoutMs, listSql, []);
       return rows.map(categoryFromRow);

@@ -215,6 +215,7 @@ export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCat
   }
 
   return {
+    backend: 'redis',
     async list() {
       const records = await call('list', () => client.hgetall(keys.records));
       return Object.entries(records)

@@ -1,4 +1,5 @@
 import type { Category, NewCategory } from '../schemas.js';
+import type { StoreBackend } from '../diagnostics.js';
 
 /**
  * What the library asks of an idempotent create: the scoped key, the request's fingerprint and how long to keep
@@ -51,6 +52,11 @@ export type IdempotentCreateResult =
  * 500 `internal_error` answer without details.
  */
 export interface CategoryStore {
+  /**
+   * Optional: the storage system it runs on, in OpenTelemetry `db.system.name` terms (`redis`, `postgresql`;
+   * `memory` in process memory), reported on the `petstore:store` diagnostics channel; `custom` when absent.
+   */
+  readonly backend?: StoreBackend;
   list(): Promise<readonly Category[]>;
   create(newCategory: NewCategory): Promise<Category>;
   createIdempotent(newCategory: NewCategory, request: IdempotentCreateRequest): Promise<IdempotentCreateResult>;
