@@ -48,6 +48,10 @@ export const EXPECTED_EXPORTS: Record<string, { values: string[]; types: string[
     values: ['EXIT_CODES','runCli'],
     types: ['CliIo','ExitCode'],
   },
+  '@petstore/opentelemetry': {
+    values: ['HTTP_SERVER_DURATION_BUCKETS_SECONDS','INSTRUMENTATION_NAME','STORE_OPERATION_DURATION_BUCKETS_SECONDS','instrumentPetstore'],
+    types: ['InstrumentPetstoreOptions','PetstoreTelemetry'],
+  },
   '@petstore/client': {
     values: ['DEFAULT_ATTEMPT_TIMEOUT_MS','DEFAULT_RETRY','PetstoreClientError','backoffDelayMs','createPetstoreClient','isPetstoreClientError','parseRetryAfter','readRateLimitInfo'],
     types: ['Category','ErrorBody','ErrorCode','NewCategory','PetstoreCallOptions','PetstoreClient','PetstoreClientErrorCode','PetstoreClientErrorDetails','PetstoreClientOptions','PetstoreCreateOptions','PetstoreFetch','PetstoreFetchHeaders','PetstoreFetchInit','PetstoreFetchResponse','RateLimitInfo','ResolvedRetryOptions','RetryOptions'],
