@@ -5,7 +5,7 @@
  */
 
 /** The `--only` keys, in the order of the report. */
-export const SECTION_KEYS = ['http', 'backends', 'scaleout', 'script', 'core', 'memory', 'hostile'] as const;
+export const SECTION_KEYS = ['http', 'backends', 'scaleout', 'script', 'core', 'memory', 'hostile', 'observability'] as const;
 export type SectionKey = (typeof SECTION_KEYS)[number];
 
 /** The heading line of each section. */
@@ -17,6 +17,7 @@ export const SECTION_HEADINGS: Record<SectionKey, string> = {
   core: '## Core: rate-limit decisions per second, minute + day windows',
   memory: '## Memory store',
   hostile: '## Hostile bodies: POST /v1/categories, up to 1 MiB',
+  observability: '## Observability',
 };
 
 const BUDGET_HEADING = '## Budget';
@@ -30,6 +31,7 @@ export const BUDGET_PREFIXES: Record<SectionKey, readonly string[]> = {
   core: ['- Core '],
   memory: ['- Memory store'],
   hostile: ['- Worst 1 MiB body', '- Every hostile body'],
+  observability: ['- Observability'],
 };
 
 interface Section {
