@@ -146,17 +146,20 @@ export function traceStoreCall<Result>(backend: string | undefined, operation: S
 
 /**
  * The category store as the core calls it: each call traced on the store channel while it has subscribers,
- * passed straight through otherwise (same arguments, same answer: the same frozen array from `list`).
+ * passed straight through otherwise (same arguments, same answer: the same frozen array from `list`). Every
+ * method of the contract the core calls must be here (an optional one only when the store has it).
  */
 export function tracedCategoryStore(store: CategoryStore): CategoryStore {
   const { backend } = store;
+  type Args<Name extends Exclude<keyof CategoryStore, 'backend'>> = Parameters<NonNullable<CategoryStore[Name]>>;
   return {
-    list: () => (storeChannel.hasSubscribers ? traceStoreCall(backend, 'list', () => store.list()) : store.list()),
-    create: (newCategory) =>
-      storeChannel.hasSubscribers ? traceStoreCall(backend, 'create', () => store.create(newCategory)) : store.create(newCategory),
-    createIdempotent: (newCategory, request) =>
+    list: (...args: Args<'list'>) =>
+      storeChannel.hasSubscribers ? traceStoreCall(backend, 'list', () => store.list(...args)) : store.list(...args),
+    create: (...args: Args<'create'>) =>
+      storeChannel.hasSubscribers ? traceStoreCall(backend, 'create', () => store.create(...args)) : store.create(...args),
+    createIdempotent: (...args: Args<'createIdempotent'>) =>
       storeChannel.hasSubscribers
-        ? traceStoreCall(backend, 'create_idempotent', () => store.createIdempotent(newCategory, request))
-        : store.createIdempotent(newCategory, request),
+        ? traceStoreCall(backend, 'create_idempotent', () => store.createIdempotent(...args))
+        : store.createIdempotent(...args),
   };
 }
