@@ -11,7 +11,7 @@ import TotalReporter from './scripts/total-reporter.js';
  */
 export default defineConfig({
   test: {
-    projects: ['tests/browser'],
+    projects: ['tests/browser', 'tests/observability'],
     maxWorkers: Math.max(2, availableParallelism()),
     reporters: ['default', new TotalReporter()],
   },

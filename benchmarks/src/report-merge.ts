@@ -5,7 +5,7 @@
  */
 
 /** The `--only` keys, in the order of the report. */
-export const SECTION_KEYS = ['http', 'backends', 'scaleout', 'script', 'core', 'memory', 'hostile', 'list'] as const;
+export const SECTION_KEYS = ['http', 'backends', 'scaleout', 'script', 'core', 'memory', 'hostile', 'list', 'observability'] as const;
 export type SectionKey = (typeof SECTION_KEYS)[number];
 
 /** The heading line of each section. */
@@ -18,6 +18,7 @@ export const SECTION_HEADINGS: Record<SectionKey, string> = {
   memory: '## Memory store',
   hostile: '## Hostile bodies: POST /v1/categories, up to 1 MiB',
   list: '## List: 100,000 categories',
+  observability: '## Observability',
 };
 
 const BUDGET_HEADING = '## Budget';
@@ -32,6 +33,7 @@ export const BUDGET_PREFIXES: Record<SectionKey, readonly string[]> = {
   memory: ['- Memory store'],
   hostile: ['- Worst 1 MiB body', '- Every hostile body'],
   list: ['- List: '],
+  observability: ['- Observability'],
 };
 
 interface Section {

@@ -3,8 +3,10 @@
  * side by side, the core rate-limit micro-benchmark, memory per tracked key, and server CPU per request for
  * hostile 1 MiB request bodies; writes BENCHMARKS.md at the repository root.
  *
- * Flags: `--quick` (short runs, for trying the harness), `--only=http,backends,scaleout,script,core,memory,hostile,list`
- * (all by default; with `--only`, the other sections of the existing BENCHMARKS.md are kept).
+ * Flags: `--quick` (short runs, for trying the harness),
+ * `--only=http,backends,scaleout,script,core,memory,hostile,list,observability` (all by default; with `--only`, the
+ * other sections of the existing BENCHMARKS.md are kept). `PETSTORE_BASELINE_CORE=<built core dist/index.js>` adds
+ * the core of another commit to the Observability section (see observability-bench.ts).
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, type as osType, release } from 'node:os';
@@ -17,6 +19,7 @@ import type { CoreBenchResult } from './core-bench.js';
 import type { HostileBenchResult } from './hostile-bench.js';
 import type { ListBenchResult } from './list-bench.js';
 import type { MemoryBenchResult } from './memory-bench.js';
+import type { VariantResult } from './ns-per-call.js';
 import type { ScaleOutResult } from './scaleout-bench.js';
 import type { ScriptBenchResult } from './script-bench.js';
 import { mergeReport, SECTION_HEADINGS, SECTION_KEYS, type SectionKey } from './report-merge.js';
@@ -81,7 +84,13 @@ if (only.has('list')) {
   list = await (await import('./list-bench.js')).runListBenchmark({ quick }, log);
 }
 
-const fresh = renderReport({ http, backends, scaleOut, script, core, memory, hostile, list, settings, quick });
+let observability: VariantResult[] | undefined;
+if (only.has('observability')) {
+  log('observability: the hot path with and without subscribers');
+  observability = await (await import('./observability-bench.js')).runObservabilityBenchmark({ quick });
+}
+
+const fresh = renderReport({ http, backends, scaleOut, script, core, memory, hostile, list, observability, settings, quick });
 const target = fileURLToPath(new URL('../../BENCHMARKS.md', import.meta.url));
 let report = fresh;
 if (onlyFlag !== undefined && existsSync(target)) {
@@ -106,11 +115,12 @@ interface ReportInput {
   memory: MemoryBenchResult | undefined;
   hostile: HostileBenchResult | undefined;
   list: ListBenchResult | undefined;
+  observability: VariantResult[] | undefined;
   settings: typeof settings;
   quick: boolean;
 }
 
-function renderReport({ http, backends, scaleOut, script, core, memory, hostile, list, settings, quick }: ReportInput): string {
+function renderReport({ http, backends, scaleOut, script, core, memory, hostile, list, observability, settings, quick }: ReportInput): string {
   const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
   const ratio = (n: number) => `${n.toFixed(2)}×`;
   const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
@@ -407,6 +417,24 @@ function renderReport({ http, backends, scaleOut, script, core, memory, hostile,
       budget.push(
         `- List: ${store}, ${fmt(list.categories)} categories, app + store CPU per request against a full list read and serialised (${us(total(before))} µs): an unchanged full list ${us(total(cached))} µs (${fmt(total(before) / total(cached))}× less), a 304 ${us(total(notModified))} µs (${fmt(total(before) / total(notModified))}× less, ${fmt(notModified.bodyBytes)} body bytes instead of ${fmt(before.bodyBytes)}), a page of 100 ${us(total(page))} µs (${fmt(total(before) / total(page))}× less)`,
       );
+  if (observability) {
+    const none = observability.find((result) => result.name === 'no subscriber') as VariantResult;
+    const baseline = observability.find((result) => result.name.startsWith('baseline'));
+    lines.push(
+      SECTION_HEADINGS.observability,
+      '',
+      `CPU per request of the pipeline alone (\`petstore.handle\` called in process as the adapters call it: an authenticated GET /v1/categories, three categories, memory stores), with nothing subscribed to the core's diagnostics channels, with a subscriber that does nothing on both (the contexts and \`tracePromise\` alone), and with \`@petstore/opentelemetry\` recording into the OpenTelemetry SDK (metrics: a MeterProvider aggregating, never exported here; spans: a BasicTracerProvider sampling every span, exporting none). One process, ${observability[0]?.rounds.length ?? 0} interleaved rounds (benchmarks/src/observability-bench.ts), median ns per request of each round, then the median round.${baseline ? ' The baseline row is the core of the commit before the channels, built from its sources with tsup into a folder outside the workspace and loaded with PETSTORE_BASELINE_CORE, on the same memory stores.' : ''}`,
+      '',
+      '| variant | ns/request (median) | × no subscriber | rounds (ns/request) |',
+      '|---|---:|---:|---|',
+      ...observability.map((result) => `| ${result.name} | ${fmt(result.medianNs)} | ${ratio(result.medianNs / none.medianNs)} | ${result.rounds.map((ns) => fmt(ns)).join(', ')} |`),
+      '',
+      'Per measurement the OpenTelemetry SDK hashes the attributes into a key (`hashAttributes`, a JSON string): a request records five measurements (its duration, its rate-limit decision, three store calls), which is where the metrics row spends its time. Spans add an `AsyncLocalStorage` bound to the request channel (to make store calls children of their request), which slows every promise of the process on Node 20 and 22.',
+      '',
+    );
+    if (baseline) {
+      const ratioToBaseline = none.medianNs / baseline.medianNs;
+      budget.push(`- Observability: no subscriber ${ratio(ratioToBaseline)} the baseline core's CPU per request — met if within noise (≤ 1.05×): ${verdict(ratioToBaseline <= 1.05)}`);
     }
   }
   lines.push('## Budget', '', ...budget, '');

@@ -30,6 +30,16 @@ describe('example configuration', () => {
     expect(() => readConfig({ PETSTORE_REDIS_FAILURE: 'maybe' })).toThrow('PETSTORE_REDIS_FAILURE must be');
   });
 
+  it('reads PETSTORE_METRICS_PORT: unset means no metrics endpoint, anything but a port number is refused', () => {
+    expect(readConfig({}).metricsPort).toBeUndefined();
+    expect(readConfig({ PETSTORE_METRICS_PORT: '' }).metricsPort).toBeUndefined();
+    expect(readConfig({ PETSTORE_METRICS_PORT: ' 9464 ' }).metricsPort).toBe(9464);
+    expect(readConfig({ PETSTORE_METRICS_PORT: '0' }).metricsPort).toBe(0);
+    for (const bad of ['-1', '65536', '94.64', 'metrics']) {
+      expect(() => readConfig({ PETSTORE_METRICS_PORT: bad }), bad).toThrow('PETSTORE_METRICS_PORT must be a port number (0-65535)');
+    }
+  });
+
   it('says where the data lives, without passwords', () => {
     expect(describeStorage({ databaseUrl: undefined, redisUrl: undefined })).toBe('memory storage');
     expect(describeStorage({ databaseUrl: 'postgres://app:s3cret@db:5432/petstore', redisUrl: undefined })).toBe(

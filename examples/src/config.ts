@@ -21,6 +21,8 @@
  *   (e.g. `createCategory=5,listCategories=1`); names are the operationIds and `guard`; unnamed ones cost 1.
  * - `PETSTORE_PUBLIC_URL`, `PETSTORE_STAGING_URL`: the Production and Staging addresses the OpenAPI description
  *   lists as its servers (absolute URLs ending in `/v1`); neither set: the relative server `/v1`.
+ * - `PETSTORE_METRICS_PORT`: when set, the API's metrics in the Prometheus format at `/metrics` on that port
+ *   (0: a free one), apart from the API's port (see metrics.ts).
  * - `HEADERS_TIMEOUT_MS` (default 10,000), `REQUEST_TIMEOUT_MS` (default 30,000): how long a client may take to
  *   send its request head, and its whole request (Node's `server.headersTimeout` and `server.requestTimeout`);
  *   a connection that takes longer gets 408 and is closed.
@@ -75,13 +77,16 @@ export interface ExampleConfig {
    * addresses, each ending in `/v1`; `undefined` when neither is set (the description's relative `/v1`).
    */
   openapiServers: { production?: string; staging?: string } | undefined;
+  /** `PETSTORE_METRICS_PORT`: the port of the Prometheus endpoint (0: a free one); `undefined` when unset. */
+  metricsPort: number | undefined;
 }
 
 /**
  * Reads the configuration. Error messages name the variable (and the position of a bad API key entry, never
  * the key itself).
  * @throws Error on a bad `PORT`, `PETSTORE_API_KEYS`, `PETSTORE_STORE_FAILURE`, `HEADERS_TIMEOUT_MS`,
- *   `REQUEST_TIMEOUT_MS`, `PETSTORE_PUBLIC_URL`, `PETSTORE_STAGING_URL` or `PETSTORE_OPERATION_COSTS`.
+ *   `REQUEST_TIMEOUT_MS`, `PETSTORE_PUBLIC_URL`, `PETSTORE_STAGING_URL`, `PETSTORE_OPERATION_COSTS` or
+ *   `PETSTORE_METRICS_PORT`.
  */
 export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig {
   const port = env['PORT'] === undefined || env['PORT'] === '' ? 3000 : Number(env['PORT']);
@@ -109,6 +114,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig 
     operationCosts: env['PETSTORE_OPERATION_COSTS']?.trim() ? parseOperationCosts(env['PETSTORE_OPERATION_COSTS']) : undefined,
     headersTimeoutMs,
     requestTimeoutMs,
+    metricsPort: readMetricsPort(env),
     openapiServers:
       production === undefined && staging === undefined
         ? undefined
@@ -120,6 +126,18 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig 
     return { ...common, apiKeys: [{ key: demoKey, plan: 'free', accountId: 'demo' }], demoKey };
   }
   return { ...common, apiKeys: parseApiKeys(keysText), demoKey: undefined };
+}
+
+/**
+ * `PETSTORE_METRICS_PORT` as a port number, or `undefined` when unset or empty.
+ * @throws Error naming the variable for anything but a port number (0-65535)
+ */
+function readMetricsPort(env: NodeJS.ProcessEnv): number | undefined {
+  const text = env['PETSTORE_METRICS_PORT']?.trim();
+  if (!text) return undefined;
+  const port = Number(text);
+  if (!/^\d+$/.test(text) || port > 65_535) throw new Error('PETSTORE_METRICS_PORT must be a port number (0-65535)');
+  return port;
 }
 
 /**
@@ -207,12 +225,13 @@ export function parseOperationCosts(text: string): Partial<Record<CostName, numb
 }
 
 /**
- * What a server prints once listening: where; on PostgreSQL or Redis, how to issue a managed key; and for a demo key
- * a ready-to-paste curl line.
+ * What a server prints once listening: where; where its metrics are (`metricsUrl`, with PETSTORE_METRICS_PORT); on
+ * PostgreSQL or Redis, how to issue a managed key; and for a demo key a ready-to-paste curl line.
  */
-export function startupBanner(config: ExampleConfig, url: string, framework: string): string {
+export function startupBanner(config: ExampleConfig, url: string, framework: string, metricsUrl?: string): string {
   const storage = describeStorage(config);
   const lines = [`petstore categories API (${framework}, ${storage}) listening on ${url}/v1`, `API reference (open it in a browser): ${url}/v1/docs`];
+  if (metricsUrl !== undefined) lines.push(`Prometheus metrics (PETSTORE_METRICS_PORT) at ${metricsUrl}`);
   const managedIn = config.databaseUrl !== undefined ? 'PostgreSQL' : config.redisUrl !== undefined ? 'Redis' : undefined;
   if (managedIn !== undefined) {
     const variable = managedIn === 'PostgreSQL' ? 'PETSTORE_DATABASE_URL' : 'PETSTORE_REDIS_URL';

@@ -6,6 +6,7 @@ import { petstoreExpress } from '@petstore/adapter-express';
 import { petstoreCheckExpectation } from '@petstore/core/node';
 import express from 'express';
 import { readConfig, serverTimeouts, startupBanner } from './config.js';
+import { closing, startMetrics } from './metrics.js';
 import { examplePetstore } from './petstore.js';
 import { exitGracefullyOnSignals, readShutdownTimeoutMs, trackRequests } from './shutdown.js';
 import { startOrExit } from './startup.js';
@@ -15,6 +16,7 @@ await startOrExit(async () => {
   const config = readConfig();
   const shutdownTimeoutMs = readShutdownTimeoutMs();
   const api = await examplePetstore(config);
+  const metrics = config.metricsPort === undefined ? undefined : await startMetrics(config.metricsPort, config.host).catch(closing(api));
   const app = express();
   app.get('/health', (_request, response) => {
     response.json({ status: 'ok' });
@@ -30,11 +32,12 @@ await startOrExit(async () => {
   try {
     await once(server, 'listening');
   } catch (error) {
+    await metrics?.close();
     await api.close();
     throw error;
   }
   const { port } = server.address() as AddressInfo;
-  console.log(startupBanner(config, `http://${config.host}:${port}`, 'Express'));
+  console.log(startupBanner(config, `http://${config.host}:${port}`, 'Express', metrics?.url));
 
   // SIGTERM / SIGINT: stop listening, answer the requests in flight, then close the storage and exit 0.
   exitGracefullyOnSignals({
@@ -42,6 +45,7 @@ await startOrExit(async () => {
     inFlight: requests.count,
     stop: async () => {
       await requests.close();
+      await metrics?.close();
       await api.close();
     },
   });

@@ -3,6 +3,7 @@ import { petstoreFastify, petstoreFrameworkErrors } from '@petstore/adapter-fast
 import { petstoreCheckExpectation } from '@petstore/core/node';
 import Fastify from 'fastify';
 import { readConfig, serverTimeouts, startupBanner } from './config.js';
+import { closing, startMetrics } from './metrics.js';
 import { examplePetstore } from './petstore.js';
 import { exitGracefullyOnSignals, readShutdownTimeoutMs, trackRequests } from './shutdown.js';
 import { startOrExit } from './startup.js';
@@ -12,6 +13,7 @@ await startOrExit(async () => {
   const config = readConfig();
   const shutdownTimeoutMs = readShutdownTimeoutMs();
   const api = await examplePetstore(config);
+  const metrics = config.metricsPort === undefined ? undefined : await startMetrics(config.metricsPort, config.host).catch(closing(api));
   // Fastify's requestTimeout defaults to none: the configured one, with the headers timeout, in Node's server.
   const timeouts = serverTimeouts(config);
   const app = Fastify({
@@ -28,12 +30,13 @@ await startOrExit(async () => {
   try {
     await app.listen({ port: config.port, host: config.host });
   } catch (error) {
+    await metrics?.close();
     await api.close();
     throw error;
   }
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : config.port;
-  console.log(startupBanner(config, `http://${config.host}:${port}`, 'Fastify'));
+  console.log(startupBanner(config, `http://${config.host}:${port}`, 'Fastify', metrics?.url));
 
   // SIGTERM / SIGINT: stop listening, answer the requests in flight, then close Fastify (its onClose hooks) and
   // the storage, and exit 0.
@@ -43,6 +46,7 @@ await startOrExit(async () => {
     stop: async () => {
       await requests.close();
       await app.close();
+      await metrics?.close();
       await api.close();
     },
   });

@@ -90,6 +90,17 @@ export { DEFAULT_IDEMPOTENCY_RETENTION_MS, MAX_IDEMPOTENCY_KEY_LENGTH } from './
 export type { HostOperationId, OperationId, Stability } from './http/operations.js';
 export { DEFAULT_DEPRECATIONS, type DeprecationPolicy } from './http/deprecation.js';
 export type { PetstoreEvent, PetstoreEventType, PetstoreLogger } from './http/events.js';
+export {
+  PETSTORE_REQUEST_CHANNEL,
+  PETSTORE_STORE_CHANNEL,
+  type ApiKeyRefusalReason,
+  type AuthFailureReason,
+  type PetstoreRequestContext,
+  type PetstoreStoreContext,
+  type RateLimitOutcome,
+  type StoreBackend,
+  type StoreOperation,
+} from './diagnostics.js';
 export type { PetstoreWarning, PetstoreWarningCode } from './http/warnings.js';
 export {
   API_DESCRIPTION_VERSION,

@@ -118,6 +118,7 @@ export function memoryApiKeyRecordStore(options: MemoryApiKeyRecordStoreOptions 
   };
 
   return {
+    backend: 'memory',
     get size() {
       return records.size;
     },

@@ -70,6 +70,7 @@ export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): M
     return snapshot;
   }
   return {
+    backend: 'memory',
     async list(page?: CategoryPage) {
       const categories = all();
       if (page === undefined) return categories;

@@ -75,6 +75,7 @@ export function memoryRateLimitStore(options: MemoryRateLimitStoreOptions = {}):
   const cache = new LRUCache<string, Entry>({ max: maxKeys });
   const isLive = (entry: Entry, nowMs: number) => entry.expiresAtMs > nowMs;
   return {
+    backend: 'memory',
     get size() {
       return cache.size;
     },

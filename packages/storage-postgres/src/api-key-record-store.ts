@@ -198,6 +198,7 @@ SELECT ${columns('o')} FROM o WHERE NOT EXISTS (SELECT 1 FROM changed)`;
   const watchers = new Set<ListenConnection>();
 
   return {
+    backend: 'postgresql',
     async create(record: ApiKeyRecord): Promise<void> {
       const rows = await writing<{ created: number }>(
         createSql,

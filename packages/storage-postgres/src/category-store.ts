@@ -127,6 +127,7 @@ export function postgresCategoryStore(options: PostgresCategoryStoreOptions): Po
   }
 
   return {
+    backend: 'postgresql',
     async list(page?: CategoryPage) {
       const rows =
         page === undefined

@@ -225,6 +225,7 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
   }
 
   return {
+    backend: 'postgresql',
     async peek(key: string, nowMs: number): Promise<RateLimitSnapshot> {
       if (time === 'request') assertWhole(nowMs, 'nowMs', 0);
       const rows = await runStatement<PeekRow>(pool, 'rate-limit store', callTimeoutMs, peekSql, [key, time === 'request' ? nowMs : null]);

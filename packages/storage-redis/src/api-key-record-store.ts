@@ -218,6 +218,7 @@ export function redisApiKeyRecordStore(options: RedisApiKeyRecordStoreOptions): 
   }
 
   return {
+    backend: 'redis',
     async create(record) {
       const fields = fieldsOf(record);
       const previous = record.previousDigest === undefined ? '' : hex(record.previousDigest);

@@ -255,6 +255,7 @@ export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCat
   }
 
   return {
+    backend: 'redis',
     async list(page?: CategoryPage) {
       if (page === undefined || (page.limit === undefined && (page.after ?? 0) === 0)) {
         const records = await call('list', () => client.hgetall(keys.records));

@@ -219,6 +219,7 @@ export function redisRateLimitStore(options: RedisRateLimitStoreOptions): RedisR
   }
 
   return {
+    backend: 'redis',
     redisKey: (key) => rateLimitRedisKey(key, keyPrefix),
     async consume(key, request) {
       if (time === 'request' && !Number.isSafeInteger(request.nowMs)) {

@@ -17,6 +17,7 @@ const PEERS: Record<PackageName, { ours: PackageName[]; theirs: string[] }> = {
   '@petstore/adapter-fastify': { ours: ['@petstore/core'], theirs: ['fastify'] },
   '@petstore/adapter-express': { ours: ['@petstore/core'], theirs: ['express'] },
   '@petstore/client': { ours: [], theirs: [] },
+  '@petstore/opentelemetry': { ours: ['@petstore/core'], theirs: ['@opentelemetry/api'] },
   // A command: its database clients are dependencies of its own, installed with it.
   '@petstore/cli': { ours: ['@petstore/core', '@petstore/storage-postgres', '@petstore/storage-redis'], theirs: [] },
 };

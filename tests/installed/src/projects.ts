@@ -23,6 +23,7 @@ export const PACKAGES = {
   'adapter-express': '@petstore/adapter-express',
   client: '@petstore/client',
   cli: '@petstore/cli',
+  opentelemetry: '@petstore/opentelemetry',
 } as const;
 export type PackageName = (typeof PACKAGES)[keyof typeof PACKAGES];
 

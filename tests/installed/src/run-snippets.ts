@@ -21,7 +21,20 @@ export const ENTERPRISE_KEY = 'installed-test-enterprise-key';
  * The compilers are the workspace's TypeScripts (see `TYPESCRIPTS`), with the workspace's `@types/node`: tools,
  * not dependencies.
  */
-const THIRD_PARTY = ['fastify', 'express', 'hono', '@hono/node-server', 'node-fetch', 'ioredis', 'pg', '@types/express', '@types/pg'];
+const THIRD_PARTY = [
+  'fastify',
+  'express',
+  'hono',
+  '@hono/node-server',
+  'node-fetch',
+  'ioredis',
+  'pg',
+  '@types/express',
+  '@types/pg',
+  '@opentelemetry/api',
+  '@opentelemetry/sdk-metrics',
+  '@opentelemetry/exporter-prometheus',
+];
 
 /** Installs every tarball and the frameworks into `app`, and writes the READMEs' code there. */
 export async function installApp(app: string, tarballs: Record<PackageName, string>, snippets: Snippet[]): Promise<void> {

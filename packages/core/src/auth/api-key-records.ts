@@ -6,6 +6,7 @@
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/keys.md#storage
  */
 import type { PlanLimits, PlanName } from './principal.js';
+import type { StoreBackend } from '../diagnostics.js';
 
 /**
  * A managed key's record as the store keeps it. Only digests of keys are stored, never a key: each is the
@@ -87,6 +88,12 @@ export interface ApiKeyRecordWatcher {
  * slow, as the other stores do).
  */
 export interface ApiKeyRecordStore {
+  /**
+   * Optional: the storage system it runs on, in OpenTelemetry `db.system.name` terms (`redis`, `postgresql`;
+   * `memory` in process memory). `managedApiKeys` reports it as its own `backend` on the `petstore:store`
+   * diagnostics channel; `custom` when absent.
+   */
+  readonly backend?: StoreBackend;
   /**
    * Adds a record.
    * @throws PetstoreError with code `internal_error` (nothing written) when a record with this `keyId`, or

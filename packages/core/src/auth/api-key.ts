@@ -7,6 +7,7 @@
 import { hash, timingSafeEqual } from 'node:crypto';
 import { StaticApiKeysSchema, assertOptions } from '../options.js';
 import type { PlanLimits, PlanName, Principal } from './principal.js';
+import type { ApiKeyRefusalReason, StoreBackend } from '../diagnostics.js';
 
 /** Length of an API-key digest in bytes (SHA-256). */
 export const API_KEY_HASH_BYTES = 32;
@@ -75,9 +76,22 @@ export interface FindPrincipalContext {
  * `{ accountId }` instead. Never called while serving a request.
  */
 export interface ApiKeyStore {
+  /**
+   * Optional: the storage system it runs on, in OpenTelemetry `db.system.name` terms (`redis`, `postgresql`;
+   * `memory` in process memory), reported on the `petstore:store` diagnostics channel; `custom` when absent.
+   */
+  readonly backend?: StoreBackend;
   findPrincipal(apiKeyHash: Uint8Array, context?: FindPrincipalContext): Promise<Principal | undefined>;
   acceptsKey?(apiKey: string): boolean;
   findByKeyId?(keyId: string): Promise<Principal | undefined>;
+  /**
+   * Optional: why this store refused the key with this SHA-256 digest (32 bytes) that its last `findPrincipal`
+   * answered `undefined` for although it knows the key — `revoked` or `expired` — or `undefined` (an unknown key,
+   * or one it no longer remembers). Synchronous: answered from what the lookup just read, never from the
+   * backend. Asked only after a refused lookup, and only while something listens on the `petstore:request`
+   * diagnostics channel (its `authFailure`).
+   */
+  refusalReason?(apiKeyHash: Uint8Array): ApiKeyRefusalReason | undefined;
 }
 
 /** One key of a {@link staticApiKeys} store. */
@@ -127,6 +141,7 @@ export function staticApiKeys(keys: readonly StaticApiKey[]): ApiKeyStore {
     byKeyId.set(keyId, principal);
   }
   return {
+    backend: 'memory',
     async findPrincipal(apiKeyHash) {
       if (apiKeyHash.byteLength !== API_KEY_HASH_BYTES) return undefined;
       const candidates = byLookupKey.get(lookupKey(apiKeyHash));

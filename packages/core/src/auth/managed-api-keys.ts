@@ -8,6 +8,7 @@
 import { LRUCache } from 'lru-cache';
 import { systemClock, type Clock } from '../clock.js';
 import { PetstoreError, isPetstoreError } from '../errors.js';
+import type { ApiKeyRefusalReason, StoreBackend } from '../diagnostics.js';
 import {
   IssueApiKeySchema,
   KeyIdSchema,
@@ -156,6 +157,13 @@ export interface ManagedApiKeys extends ApiKeyStore {
   findPrincipal(apiKeyHash: Uint8Array, context?: FindPrincipalContext): Promise<Principal | undefined>;
   /** The principal of the key with this `keyId`, in any state (for `petstore.rateLimits`), or `undefined`. */
   findByKeyId(keyId: string): Promise<Principal | undefined>;
+  /** The record store's `backend` (`custom` when it has none), for the `petstore:store` diagnostics channel. */
+  readonly backend: StoreBackend;
+  /**
+   * Why the key with this digest is refused, from the cache: `revoked`, `expired` (past `expiresAtMs`, or the
+   * key replaced by a rotation past its grace period), or `undefined` (accepted now, unknown, or not cached).
+   */
+  refusalReason(apiKeyHash: Uint8Array): ApiKeyRefusalReason | undefined;
   /** Issues a new key. @throws TypeError naming the field of a wrong input. */
   issue(options: IssueApiKeyOptions): Promise<IssuedApiKey>;
   /** The key's info, or `undefined` for an unknown `keyId`. */
@@ -282,14 +290,19 @@ export function managedApiKeys(options: ManagedApiKeysOptions): ManagedApiKeys {
     inFlight.clear();
   }
 
-  /** The principal of a cached or fetched record for `digest`, judged now. */
-  function judge(entry: KnownEntry): Principal | undefined {
+  /** Why a cached or fetched record for `digest` is refused now, or `undefined` when it is accepted. */
+  function refusalOf(entry: KnownEntry): ApiKeyRefusalReason | undefined {
     const { record } = entry;
     const nowMs = clock.now();
-    if (record.revokedAtMs !== undefined) return undefined;
-    if (record.expiresAtMs !== undefined && record.expiresAtMs <= nowMs) return undefined;
-    if (entry.previous && (record.previousValidUntilMs === undefined || record.previousValidUntilMs <= nowMs)) return undefined;
-    return entry.principal;
+    if (record.revokedAtMs !== undefined) return 'revoked';
+    if (record.expiresAtMs !== undefined && record.expiresAtMs <= nowMs) return 'expired';
+    if (entry.previous && (record.previousValidUntilMs === undefined || record.previousValidUntilMs <= nowMs)) return 'expired';
+    return undefined;
+  }
+
+  /** The principal of a cached or fetched record for `digest`, judged now. */
+  function judge(entry: KnownEntry): Principal | undefined {
+    return refusalOf(entry) === undefined ? entry.principal : undefined;
   }
 
   /** The cache's entry for `digest` from a record the store found for it. */
@@ -430,8 +443,14 @@ export function managedApiKeys(options: ManagedApiKeysOptions): ManagedApiKeys {
 
   return {
     prefix,
+    backend: store.backend ?? 'custom',
     acceptsKey: (apiKey) => isWellFormedManagedKey(apiKey, prefix),
     findPrincipal,
+    refusalReason(apiKeyHash) {
+      if (apiKeyHash.byteLength !== API_KEY_HASH_BYTES) return undefined;
+      const cached = known.get(lookupKey(apiKeyHash));
+      return cached !== undefined && apiKeyHashesEqual(cached.digest, apiKeyHash) ? refusalOf(cached) : undefined;
+    },
     async findByKeyId(keyId) {
       if (typeof keyId !== 'string') return undefined;
       const record = await store.findByKeyId(keyId).catch((error: unknown) => Promise.reject(storeFailure(error)));

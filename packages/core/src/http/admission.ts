@@ -15,6 +15,7 @@ import { UNKNOWN_CLIENT_ADDRESS, normalizeClientAddress } from '../rate-limit/cl
 import { PetstoreError } from '../errors.js';
 import { assertCost, createRateLimitEngine, type RateLimitDecision, type RateLimitOwner, type RateLimitPeek } from '../rate-limit/engine.js';
 import { errorAnswer, eventFor, type FailureAnswers } from './answers.js';
+import { requestChannel, storeChannel, traceStoreCall, type ApiKeyRefusalReason, type AuthFailureReason, type PetstoreRequestContext } from '../diagnostics.js';
 import { emitEvent } from './events.js';
 import type { ResolvedOptions } from './petstore-options.js';
 import type { PetstoreRequest, PetstoreResponse } from './types.js';
@@ -76,22 +77,51 @@ export interface PetstoreRateLimits {
 export interface Admitter {
   /**
    * Steps 1–3 for a request charged `cost` units; `publicOperation` spares it the 401 (it is still rate
-   * limited). A failing store rejects (the caller answers it).
+   * limited). A failing store rejects (the caller answers it). `trace`, the request's diagnostics context when
+   * the request channel has subscribers, gets the caller, the rate-limit outcome and the 401's reason.
    */
-  admit(request: GuardRequest, publicOperation: boolean, cost: number): Promise<Admission>;
+  admit(request: GuardRequest, publicOperation: boolean, cost: number, trace?: PetstoreRequestContext): Promise<Admission>;
   /** Steps 1–3 for a host route, failures answered too. Never throws but for a wrong `cost` (TypeError). */
   guard(request: GuardRequest, options?: GuardOptions): Promise<GuardResult>;
   /** `petstore.rateLimits`. */
   rateLimits: PetstoreRateLimits;
 }
 
-/** The outcome of authentication: the principal of a valid key; `presented` when a credential was sent. */
+/**
+ * The outcome of authentication: the principal of a valid key; `presented` when a credential was sent; without a
+ * principal, why (`failure`).
+ */
 interface Authentication {
   principal?: Principal;
   presented: boolean;
+  failure?: AuthFailureReason;
 }
-const NOT_PRESENTED: Authentication = Object.freeze({ presented: false });
-const PRESENTED_INVALID: Authentication = Object.freeze({ presented: true });
+const NOT_PRESENTED: Authentication = Object.freeze({ presented: false, failure: 'missing' });
+const MALFORMED: Authentication = Object.freeze({ presented: true, failure: 'malformed' });
+const PRESENTED_INVALID: Authentication = Object.freeze({ presented: true, failure: 'unknown' });
+const REFUSED: Readonly<Record<ApiKeyRefusalReason, Authentication>> = Object.freeze({
+  revoked: Object.freeze({ presented: true, failure: 'revoked' }),
+  expired: Object.freeze({ presented: true, failure: 'expired' }),
+});
+
+/** A key lookup, traced on the store channel while it has subscribers. */
+function findPrincipal(store: ApiKeyStore, digest: Buffer, context: FindPrincipalContext | undefined): Promise<Principal | undefined> {
+  if (!storeChannel.hasSubscribers) return store.findPrincipal(digest, context);
+  return traceStoreCall(store.backend, 'find_key', () => store.findPrincipal(digest, context));
+}
+
+/**
+ * The authentication of a known key the stores refused: `revoked` or `expired` when a store says so
+ * (`ApiKeyStore.refusalReason`), else `unknown`. Asked only while the request channel has subscribers.
+ */
+function refusedAuthentication(stores: readonly ApiKeyStore[], digest: Buffer): Authentication {
+  if (!requestChannel.hasSubscribers) return PRESENTED_INVALID;
+  for (const store of stores) {
+    const reason = store.refusalReason?.(digest);
+    if (reason !== undefined) return REFUSED[reason];
+  }
+  return PRESENTED_INVALID;
+}
 const CACHED_ONLY: FindPrincipalContext = Object.freeze({ cachedOnly: true });
 
 /**
@@ -130,11 +160,12 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
   async function authenticate(request: GuardRequest): Promise<Authentication> {
     const credential = readBearerCredential(request.headers['authorization']);
     if (credential.kind === 'missing') return NOT_PRESENTED;
-    if (credential.kind === 'malformed') return PRESENTED_INVALID;
+    if (credential.kind === 'malformed') return MALFORMED;
     const token = credential.token;
     if (onlyStore !== undefined) {
-      const principal = await onlyStore.findPrincipal(hashApiKey(token), lookupContext(request));
-      return principal ? { principal, presented: true } : PRESENTED_INVALID;
+      const onlyDigest = hashApiKey(token);
+      const principal = await findPrincipal(onlyStore, onlyDigest, lookupContext(request));
+      return principal ? { principal, presented: true } : refusedAuthentication(apiKeys, onlyDigest);
     }
     // Each store that accepts the key's format, in order; the key is hashed once, and only if one does.
     let digest: Buffer | undefined;
@@ -145,10 +176,10 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
         digest = hashApiKey(token);
         context = lookupContext(request);
       }
-      const principal = await store.findPrincipal(digest, context);
+      const principal = await findPrincipal(store, digest, context);
       if (principal) return { principal, presented: true };
     }
-    return PRESENTED_INVALID;
+    return digest === undefined ? PRESENTED_INVALID : refusedAuthentication(apiKeys, digest);
   }
 
   /** Remembers or forgets an anonymous caller as refused, by the decision of its request. */
@@ -180,8 +211,24 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
   }
 
   /** Step 3, and the 429 of step 2: the refusals, in their order. */
-  function conclude(request: GuardRequest, publicOperation: boolean, authentication: Authentication, decision: RateLimitDecision): Admission {
+  function conclude(
+    request: GuardRequest,
+    publicOperation: boolean,
+    authentication: Authentication,
+    decision: RateLimitDecision,
+    cost: number,
+    trace: PetstoreRequestContext | undefined,
+  ): Admission {
     const { principal, presented } = authentication;
+    if (trace !== undefined) {
+      if (principal !== undefined) {
+        trace.keyId = principal.keyId;
+        trace.accountId = principal.accountId;
+        trace.plan = principal.plan;
+      }
+      trace.rateLimitOutcome = decision.allowed ? 'admitted' : decision.reason === 'banned' ? 'banned' : 'limited';
+      trace.cost = cost;
+    }
     // A fresh object per decision: the answer's headers start from it.
     const headers = decision.headers;
     if (!decision.allowed) {
@@ -206,6 +253,7 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
       return { response: errorAnswer('header_fields_too_large', message, headers, request.method) };
     }
     if (!principal && !publicOperation) {
+      if (trace !== undefined) trace.authFailure = authentication.failure ?? 'unknown';
       emitEvent({ ...eventFor(request, 'unauthorized'), presentedKey: presented }, onEvent, request.logger);
       headers['www-authenticate'] = bearerChallenge(realm, presented);
       const message = presented ? 'The API key is invalid.' : 'An API key is required: send the header Authorization: Bearer <API_KEY>.';
@@ -217,15 +265,17 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
   // Every store call is simply awaited: a synchronous path for stores that answer without a promise was
   // measured to save too little to keep (BENCHMARKS.md, section "HTTP: GET /v1/categories, authenticated,
   // three categories", holds the server CPU per request it was weighed against).
-  async function admit(request: GuardRequest, publicOperation: boolean, cost: number): Promise<Admission> {
+  async function admit(request: GuardRequest, publicOperation: boolean, cost: number, trace?: PetstoreRequestContext): Promise<Admission> {
     const authentication = await authenticate(request);
     const principal = authentication.principal;
     const consumeOptions = cost === 1 ? undefined : { cost };
-    if (principal) return conclude(request, publicOperation, authentication, await limiter.consume({ principal }, consumeOptions));
+    if (principal) {
+      return conclude(request, publicOperation, authentication, await limiter.consume({ principal }, consumeOptions), cost, trace);
+    }
     const key = anonymousKeyOf(request);
     const decision = await limiter.consume({ anonymousKey: key }, consumeOptions);
     noteAnonymous(key, decision);
-    return conclude(request, publicOperation, authentication, decision);
+    return conclude(request, publicOperation, authentication, decision, cost, trace);
   }
 
   async function guard(request: GuardRequest, guardOptions?: GuardOptions): Promise<GuardResult> {
@@ -253,7 +303,9 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
       }
       // The stores in order, as for a request: the first that knows the keyId answers.
       for (const store of searchable) {
-        const principal = await store.findByKeyId?.(subject.keyId);
+        const principal = storeChannel.hasSubscribers
+          ? await traceStoreCall(store.backend, 'find_key_by_id', async () => store.findByKeyId?.(subject.keyId))
+          : await store.findByKeyId?.(subject.keyId);
         if (principal !== undefined) return { accountId: principal.accountId, keyId: principal.keyId };
       }
       throw new PetstoreError('not_found', `No API key has the keyId ${JSON.stringify(String(subject.keyId).slice(0, 60))}.`);

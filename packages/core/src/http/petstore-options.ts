@@ -6,6 +6,7 @@
 import type { ApiKeyStore } from '../auth/api-key.js';
 import { systemClock, type Clock } from '../clock.js';
 import { buildOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from '../openapi/document.js';
+import { tracedCategoryStore } from '../diagnostics.js';
 import { COST_NAMES, PetstoreOptionsSchema, assertOptions } from '../options.js';
 import type { PlanLimits } from '../auth/principal.js';
 import { DEFAULT_ANONYMOUS_LIMITS, DEFAULT_PLAN_LIMITS } from '../rate-limit/plans.js';
@@ -196,7 +197,8 @@ export function resolveOptions(options: PetstoreOptions): ResolvedOptions {
   const report = options.onInternalError ?? ((error: unknown) => console.error('[petstore] internal error:', error));
   return {
     apiKeys: Array.isArray(options.apiKeys) ? Object.freeze([...(options.apiKeys as readonly ApiKeyStore[])]) : [options.apiKeys as ApiKeyStore],
-    categories: options.categories,
+    // Every call the core makes to the category store goes through this wrapper (the petstore:store channel).
+    categories: tracedCategoryStore(options.categories),
     rateLimit: options.rateLimit,
     costs,
     handlers,

@@ -27,6 +27,7 @@
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#order-of-checks
  */
 import type { Principal } from '../auth/principal.js';
+import { requestChannel, type PetstoreRequestContext } from '../diagnostics.js';
 import { isPetstoreError } from '../errors.js';
 import type { OpenApiDocument } from '../openapi/document.js';
 import { createAdmission, type GuardOptions, type GuardRequest, type GuardResult, type PetstoreRateLimits } from './admission.js';
@@ -35,7 +36,7 @@ import { createCategoryOperations } from './category-operations.js';
 import { deprecationHeaders, isGone } from './deprecation.js';
 import { handleFetch } from './fetch.js';
 import { createHostOperations } from './host-operations.js';
-import { matchRoute } from './operations.js';
+import { OPERATIONS, matchRoute, type OperationDefinition } from './operations.js';
 import { resolveOptions, type PetstoreOptions } from './petstore-options.js';
 import type { PetstoreRequest, PetstoreResponse } from './types.js';
 
@@ -101,7 +102,35 @@ export function createPetstore(options: PetstoreOptions): Petstore {
   const categories = createCategoryOperations(resolved);
   const runHostOperation = createHostOperations(resolved);
 
-  async function handle(request: PetstoreRequest): Promise<PetstoreResponse> {
+  // The route template of each operation with the prefix, for the request channel.
+  const routeTemplates = new Map(OPERATIONS.map((operation) => [operation.operationId, `${resolved.prefix}${operation.path}`] as const));
+
+  /** The request channel's context of a request: what routing tells before the pipeline runs. */
+  function traceContext(request: PetstoreRequest): PetstoreRequestContext {
+    let operation: OperationDefinition | undefined;
+    try {
+      const route = matchRoute(request.method, request.path);
+      if (route.kind === 'operation') operation = route.operation;
+    } catch {
+      // a request the pipeline answers with 500; it has no route
+    }
+    const operationId = operation?.operationId;
+    return { method: request.method, operationId, route: operationId === undefined ? undefined : routeTemplates.get(operationId) };
+  }
+
+  // Traced on the request channel only while it has subscribers: otherwise nothing is built (measured:
+  // BENCHMARKS.md, section "Observability").
+  function handle(request: PetstoreRequest): Promise<PetstoreResponse> {
+    if (!requestChannel.hasSubscribers) return answer(request, undefined);
+    const trace = traceContext(request);
+    return requestChannel.tracePromise(async () => {
+      const response = await answer(request, trace);
+      trace.status = response.status;
+      return response;
+    }, trace);
+  }
+
+  async function answer(request: PetstoreRequest, trace: PetstoreRequestContext | undefined): Promise<PetstoreResponse> {
     // Until admitted (a failing store, say), the answer has no rate-limit headers.
     let headers: Record<string, string> = {};
     try {
@@ -112,7 +141,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
       }
       const route = matchRoute(request.method, request.path);
       const isOperation = route.kind === 'operation';
-      const admitted = await admit(request, isOperation && route.operation.public, isOperation ? costs[route.operation.operationId] : 1);
+      const admitted = await admit(request, isOperation && route.operation.public, isOperation ? costs[route.operation.operationId] : 1, trace);
       if ('response' in admitted) return admitted.response;
       headers = admitted.headers;
       const principal = admitted.principal as Principal; // only public operations admit without one
@@ -148,6 +177,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
           return await runHostOperation(operationId, request, principal, route.params, headers);
       }
     } catch (error) {
+      if (trace !== undefined) trace.error = error;
       if (isPetstoreError(error)) return failures.failedAnswer(error, request, headers);
       return failures.internalAnswer(error, request, headers);
     }

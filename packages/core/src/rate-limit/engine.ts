@@ -7,6 +7,7 @@ import { systemClock, type Clock } from '../clock.js';
 import { DEFAULT_IPV6_SUBNET, normalizeClientAddress } from './client-address.js';
 import { RateLimiterOptionsSchema, assertOptions } from '../options.js';
 import { PetstoreError } from '../errors.js';
+import { storeChannel, traceStoreCall } from '../diagnostics.js';
 import { rateLimitHeaders, retryAfterSeconds, standardRateLimitHeaders } from './headers.js';
 import { DEFAULT_ANONYMOUS_LIMITS, DEFAULT_BAN_POLICY, DEFAULT_PLAN_LIMITS, assertPlanLimits, windowsForLimits } from './plans.js';
 import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitSnapshot, RateLimitStore, RateLimitWindow, WindowUsage } from './types.js';
@@ -209,10 +210,16 @@ export function createRateLimitEngine(options: RateLimiterOptions): RateLimiter 
     });
   }
 
+  /** One consume of a store: every one the engine makes goes through here, traced while the store channel has subscribers. */
+  function consumeIn(consumeStore: Pick<RateLimitStore, 'consume' | 'backend'>, key: string, request: ConsumeRequest): Promise<ConsumeResult> {
+    if (!storeChannel.hasSubscribers) return consumeStore.consume(key, request);
+    return traceStoreCall(consumeStore.backend, 'consume', () => consumeStore.consume(key, request));
+  }
+
   /** What a failed consume on the primary store turns into, as the failure policy says. */
   async function onFailure(error: unknown, key: string, request: ConsumeRequest): Promise<RateLimitDecision> {
     onStoreError?.(error);
-    if (failure.mode === 'fail-open') return decisionOf(await failure.insuranceStore.consume(key, request), request.cost);
+    if (failure.mode === 'fail-open') return decisionOf(await consumeIn(failure.insuranceStore, key, request), request.cost);
     throw unavailable(error);
   }
 
@@ -281,7 +288,7 @@ export function createRateLimitEngine(options: RateLimiterOptions): RateLimiter 
     let result: ConsumeResult;
     try {
       // Awaited, so a store that throws instead of rejecting is handled alike.
-      result = await primary.consume(key, request);
+      result = await consumeIn(primary, key, request);
     } catch (error) {
       return onFailure(error, key, request);
     }
@@ -292,7 +299,10 @@ export function createRateLimitEngine(options: RateLimiterOptions): RateLimiter 
     const { store: ownerStore, key } = recordOf(owner);
     let snapshot: RateLimitSnapshot;
     try {
-      snapshot = await ownerStore.peek(key, clock.now());
+      const nowMs = clock.now();
+      snapshot = await (storeChannel.hasSubscribers
+        ? traceStoreCall(ownerStore.backend, 'peek', () => ownerStore.peek(key, nowMs))
+        : ownerStore.peek(key, nowMs));
     } catch (error) {
       onStoreError?.(error);
       throw unavailable(error);
@@ -309,7 +319,7 @@ export function createRateLimitEngine(options: RateLimiterOptions): RateLimiter 
   async function reset(owner: RateLimitOwner): Promise<void> {
     const { store: ownerStore, key } = recordOf(owner);
     try {
-      await ownerStore.reset(key);
+      await (storeChannel.hasSubscribers ? traceStoreCall(ownerStore.backend, 'reset', () => ownerStore.reset(key)) : ownerStore.reset(key));
     } catch (error) {
       onStoreError?.(error);
       throw unavailable(error);

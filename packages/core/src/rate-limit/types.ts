@@ -1,6 +1,7 @@
 /**
  * The rate-limit vocabulary shared by the engine and every {@link RateLimitStore}.
  */
+import type { StoreBackend } from '../diagnostics.js';
 
 /**
  * One fixed window of a quota: at most `limit` units per `windowMs` milliseconds. A request is charged its
@@ -121,6 +122,11 @@ export interface RateLimitSnapshot {
  * prefix of its own.
  */
 export interface RateLimitStore {
+  /**
+   * Optional: the storage system it runs on, in OpenTelemetry `db.system.name` terms (`redis`, `postgresql`;
+   * `memory` in process memory), reported on the `petstore:store` diagnostics channel; `custom` when absent.
+   */
+  readonly backend?: StoreBackend;
   consume(key: string, request: ConsumeRequest): Promise<ConsumeResult>;
   /**
    * The record of `key` as it stands at `nowMs` (Unix epoch ms; a store deciding by its own clock reads at that

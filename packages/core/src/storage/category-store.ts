@@ -1,4 +1,5 @@
 import type { Category, NewCategory } from '../schemas.js';
+import type { StoreBackend } from '../diagnostics.js';
 
 /**
  * What the library asks of an idempotent create: the scoped key, the request's fingerprint and how long to keep
@@ -75,6 +76,11 @@ export interface CategoryPage {
  * 500 `internal_error` answer without details.
  */
 export interface CategoryStore {
+  /**
+   * Optional: the storage system it runs on, in OpenTelemetry `db.system.name` terms (`redis`, `postgresql`;
+   * `memory` in process memory), reported on the `petstore:store` diagnostics channel; `custom` when absent.
+   */
+  readonly backend?: StoreBackend;
   list(page?: CategoryPage): Promise<readonly Category[]>;
   listVersion?(): Promise<string>;
   create(newCategory: NewCategory): Promise<Category>;

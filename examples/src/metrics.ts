@@ -1,0 +1,64 @@
+/**
+ * The examples' Prometheus endpoint: with `PETSTORE_METRICS_PORT` set, `@petstore/opentelemetry` records the
+ * API's metrics into an OpenTelemetry meter provider whose reader is `@opentelemetry/exporter-prometheus`,
+ * served at `/metrics` on that port (apart from the API's port; 0 picks a free one), on `HOST`.
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/observability.md
+ */
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
+import { MeterProvider } from '@opentelemetry/sdk-metrics';
+import { instrumentPetstore } from '@petstore/opentelemetry';
+
+/** A running metrics endpoint. */
+export interface MetricsEndpoint {
+  /** `http://<host>:<port>/metrics` */
+  url: string;
+  /** Stops recording and the endpoint's server. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts recording and serves the metrics at `/metrics` on `port` of `host` (404 elsewhere). Rejects when the
+ * port cannot be listened on (in use, say), having stopped recording.
+ */
+export async function startMetrics(port: number, host: string): Promise<MetricsEndpoint> {
+  // The exporter's own server cannot tell the port it got for 0: the exporter answers on a server of ours.
+  const exporter = new PrometheusExporter({ preventServerStart: true });
+  const meterProvider = new MeterProvider({ readers: [exporter] });
+  // No tracer provider in the examples: metrics only.
+  const telemetry = instrumentPetstore({ meterProvider, spans: false });
+  const server = createServer((request, response) => {
+    if (new URL(request.url ?? '/', 'http://localhost').pathname === '/metrics') {
+      exporter.getMetricsRequestHandler(request, response);
+    } else {
+      response.writeHead(404, { 'content-type': 'text/plain' }).end('Not found: the metrics are at /metrics.\n');
+    }
+  });
+  const close = async () => {
+    telemetry.stop();
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await meterProvider.shutdown();
+  };
+  server.listen(port, host);
+  try {
+    await once(server, 'listening');
+  } catch (error) {
+    telemetry.stop();
+    await meterProvider.shutdown();
+    throw new Error(`PETSTORE_METRICS_PORT: cannot listen on ${host}:${port}: ${(error as Error).message}`);
+  }
+  const { port: listening } = server.address() as AddressInfo;
+  return { url: `http://${host}:${listening}/metrics`, close };
+}
+
+/** A rejection handler that closes `api` (the storage opened before) and rethrows: start-up failed after it. */
+export function closing(api: { close(): Promise<void> }): (error: unknown) => Promise<never> {
+  return async (error) => {
+    await api.close();
+    throw error;
+  };
+}
