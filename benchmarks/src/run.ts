@@ -417,6 +417,8 @@ function renderReport({ http, backends, scaleOut, script, core, memory, hostile,
       budget.push(
         `- List: ${store}, ${fmt(list.categories)} categories, app + store CPU per request against a full list read and serialised (${us(total(before))} µs): an unchanged full list ${us(total(cached))} µs (${fmt(total(before) / total(cached))}× less), a 304 ${us(total(notModified))} µs (${fmt(total(before) / total(notModified))}× less, ${fmt(notModified.bodyBytes)} body bytes instead of ${fmt(before.bodyBytes)}), a page of 100 ${us(total(page))} µs (${fmt(total(before) / total(page))}× less)`,
       );
+    }
+  }
   if (observability) {
     const none = observability.find((result) => result.name === 'no subscriber') as VariantResult;
     const baseline = observability.find((result) => result.name.startsWith('baseline'));
