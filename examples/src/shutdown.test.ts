@@ -127,9 +127,11 @@ describe('trackRequests', () => {
     const closing = requests.close().then(() => {
       closed = true;
     });
+    expect(server.listening).toBe(false);
     const refused = connect(port, '127.0.0.1');
     const [error] = (await once(refused, 'error')) as [NodeJS.ErrnoException];
-    expect(error.code).toBe('ECONNREFUSED');
+    // Refused; on a busy machine the kernel has also been seen to reset the attempt instead. Never answered.
+    expect(['ECONNREFUSED', 'ECONNRESET']).toContain(error.code);
     expect(closed).toBe(false);
 
     streaming!.end('second half');

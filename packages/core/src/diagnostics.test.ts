@@ -158,6 +158,7 @@ describe('the petstore:store channel', () => {
     expect(finished.map(({ backend, operation, outcome }) => [backend, operation, outcome])).toEqual([
       ['memory', 'find_key', 'ok'],
       ['custom', 'consume', 'ok'],
+      ['custom', 'list_version', 'ok'],
       ['custom', 'list', 'ok'],
       ['memory', 'find_key', 'ok'],
       ['custom', 'consume', 'ok'],
@@ -167,7 +168,7 @@ describe('the petstore:store channel', () => {
       ['custom', 'create_idempotent', 'ok'],
     ]);
     // Each call: start, end, asyncStart, asyncEnd.
-    expect(phases.filter(([phase]) => phase === 'start')).toHaveLength(9);
+    expect(phases.filter(([phase]) => phase === 'start')).toHaveLength(10);
   });
 
   it('reports a failing call as outcome error, with the error event', async () => {

@@ -58,7 +58,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
   it('applies each migration once when several instances start at the same moment', async () => {
     const schema = uniqueSchema('race');
     const reports = await Promise.all([connectPool(), connectPool(), connectPool()].map((pool) => migratePostgres({ pool, schema })));
-    expect(reports.flatMap((report) => report.applied)).toHaveLength(6);
+    expect(reports.flatMap((report) => report.applied)).toHaveLength(7);
   });
 
   it('keeps stores with their own table names apart in one schema, each with its own versions', async () => {
@@ -312,7 +312,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       ]);
     }
     const report = await migratePostgres({ pool, schema });
-    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_api_keys@1', 'petstore_categories@3']);
+    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_api_keys@1', 'petstore_categories@3', 'petstore_rate_limits@3']);
     const indexes = await pool.query<{ indexname: string; indexdef: string }>(
       `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = 'petstore_api_keys' ORDER BY indexname`,
       [schema],

@@ -164,14 +164,28 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore: the consumes of one turn 
     const results = await Promise.all(keys.map((key, i) => store.consume(key, req(minute, T0, { cost: 1 + (i % 2) }))));
     expect(MAX_CONSUMES_PER_STATEMENT).toBe(32);
     expect(statements.count).toBe(3);
-    // Each key's consumes were charged one after another in the order they were made, each seeing the ones before.
+    // Each key's consumes were charged one after another, each seeing the ones before: its admitted consumes' counts
+    // form one chain (each the one before plus its cost), a refused one did not fit, and within a statement they were
+    // decided in the order they were made. (The three statements run on three connections at once: which of them
+    // takes a record first is up to PostgreSQL.)
     for (const key of ['key:a', 'key:b', 'key:c']) {
+      const seen = keys.flatMap((candidate, i) => (candidate === key ? [{ i, cost: 1 + (i % 2), result: results[i] }] : []));
+      const admitted = seen.filter(({ result }) => result?.allowed === true).sort((x, y) => (x.result?.windows[0]?.used ?? 0) - (y.result?.windows[0]?.used ?? 0));
       let used = 0;
-      const seen = keys.flatMap((candidate, i) => (candidate === key ? [{ cost: 1 + (i % 2), result: results[i] }] : []));
-      for (const { cost, result } of seen) {
-        const admitted = used + cost <= 50;
-        if (admitted) used += cost;
-        expect([result?.allowed, result?.windows[0]?.used]).toEqual([admitted, used]);
+      for (const { cost, result } of admitted) {
+        used += cost;
+        expect(result?.windows[0]?.used).toBe(used);
+      }
+      expect(used).toBeLessThanOrEqual(50);
+      for (const { cost, result } of seen.filter(({ result }) => result?.allowed === false)) {
+        expect((result?.windows[0]?.used ?? 0) + cost).toBeGreaterThan(50);
+      }
+      for (let statement = 0; statement * MAX_CONSUMES_PER_STATEMENT < keys.length; statement++) {
+        const inStatement = admitted
+          .filter(({ i }) => Math.floor(i / MAX_CONSUMES_PER_STATEMENT) === statement)
+          .sort((x, y) => x.i - y.i)
+          .map(({ result }) => result?.windows[0]?.used ?? 0);
+        expect(inStatement).toEqual([...inStatement].sort((x, y) => x - y));
       }
     }
   });
