@@ -8,9 +8,6 @@
 import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
-import { MeterProvider } from '@opentelemetry/sdk-metrics';
-import { instrumentPetstore } from '@petstore/opentelemetry';
 
 /** A running metrics endpoint. */
 export interface MetricsEndpoint {
@@ -25,6 +22,12 @@ export interface MetricsEndpoint {
  * port cannot be listened on (in use, say), having stopped recording.
  */
 export async function startMetrics(port: number, host: string): Promise<MetricsEndpoint> {
+  // Loaded only when asked for: a server without PETSTORE_METRICS_PORT starts without the OpenTelemetry SDK.
+  const [{ PrometheusExporter }, { MeterProvider }, { instrumentPetstore }] = await Promise.all([
+    import('@opentelemetry/exporter-prometheus'),
+    import('@opentelemetry/sdk-metrics'),
+    import('@petstore/opentelemetry'),
+  ]);
   // The exporter's own server cannot tell the port it got for 0: the exporter answers on a server of ours.
   const exporter = new PrometheusExporter({ preventServerStart: true });
   const meterProvider = new MeterProvider({ readers: [exporter] });

@@ -292,14 +292,13 @@ export function testPetstore(options: StartOptions = {}): TestPetstore {
       return { body: STORE_ORDERS };
     },
   };
+  // Bounds far above what a case uses, far below the defaults (100,000 keys and idempotency records): lru-cache sets
+  // aside room for its bound when created, and the suite creates hundreds of petstores.
   const stores: TestStores = {
-    managedKeys: managedApiKeys({ store: memoryApiKeyRecordStore(), clock }),
-    categories: memoryCategoryStore(),
-    keys: memoryRateLimitStore({ clock }),
-    anonymous: memoryRateLimitStore({
-      clock,
-      ...(options.anonymousMaxKeys !== undefined ? { maxKeys: options.anonymousMaxKeys } : {}),
-    }),
+    managedKeys: managedApiKeys({ store: memoryApiKeyRecordStore(), clock, cache: { maxKeys: 1_000, maxUnknownKeys: 1_000 } }),
+    categories: memoryCategoryStore({ maxCategories: 1_000, maxIdempotencyKeys: 1_000 }),
+    keys: memoryRateLimitStore({ clock, maxKeys: 1_000 }),
+    anonymous: memoryRateLimitStore({ clock, maxKeys: options.anonymousMaxKeys ?? 1_000 }),
   };
   const petstore = createPetstore({
     apiKeys: [stores.managedKeys, staticApiKeys(STATIC_KEYS)],

@@ -2,7 +2,8 @@
  * A throwaway PostgreSQL server for tests: `initdb` into a temporary directory, `postgres` on a free port of
  * 127.0.0.1, torn down afterwards.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
 import { once } from 'node:events';
 import { chownSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -84,14 +85,14 @@ export async function startPostgresServer(options: PostgresServerOptions = {}): 
   if (user) chownSync(dir, user.uid, user.gid);
   const spawnAs = user ? { uid: user.uid, gid: user.gid } : {};
   try {
-    execFileSync(join(binDir, 'initdb'), ['-D', dir, '-U', 'postgres', '--auth=trust', '--encoding=UTF8', '--locale=C', '--no-sync'], {
+    // Not execFileSync: a test runner's thread (vitest's main one, in a global setup) must not stand still meanwhile.
+    await promisify(execFile)(join(binDir, 'initdb'), ['-D', dir, '-U', 'postgres', '--auth=trust', '--encoding=UTF8', '--locale=C', '--no-sync'], {
       ...spawnAs,
-      stdio: 'pipe',
       env: { ...process.env, LC_ALL: 'C' },
     });
   } catch (error) {
     await rm(dir, { recursive: true, force: true });
-    const output = (error as { stderr?: Buffer }).stderr?.toString('utf8') ?? String(error);
+    const output = (error as { stderr?: string }).stderr || String(error);
     throw new Error(`initdb failed: ${output.trim()}`);
   }
   let child: ChildProcess | undefined;
