@@ -107,3 +107,31 @@ export async function testServers<K extends ServerKind>(
     throw error;
   }
 }
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** URL of the PostgreSQL under test; `null` when its tests are skipped. */
+    postgresUrl: string | null;
+    postgresSkipReason: string | null;
+    /** URL of the Redis under test; `null` when its tests are skipped. */
+    redisUrl: string | null;
+    redisSkipReason: string | null;
+  }
+}
+
+/**
+ * A global setup's whole work for a project whose tests use one PostgreSQL and one Redis: finds them (with the
+ * run's other servers), warns of a skip under `label`, and provides `postgresUrl`, `redisUrl` and their skip
+ * reasons to the tests (`inject`). Resolves with the teardown.
+ */
+export async function providePostgresAndRedis(project: TestProject, label: string): Promise<() => Promise<void>> {
+  const { found, release } = await testServers(project, ['postgres', 'redis']);
+  const { postgres, redis } = found;
+  if ('skipReason' in postgres) console.warn(`[${label}] PostgreSQL tests skipped: ${postgres.skipReason}`);
+  if ('skipReason' in redis) console.warn(`[${label}] Redis tests skipped: ${redis.skipReason}`);
+  project.provide('postgresUrl', 'url' in postgres ? postgres.url : null);
+  project.provide('postgresSkipReason', 'skipReason' in postgres ? postgres.skipReason : null);
+  project.provide('redisUrl', 'url' in redis ? redis.url : null);
+  project.provide('redisSkipReason', 'skipReason' in redis ? redis.skipReason : null);
+  return release;
+}

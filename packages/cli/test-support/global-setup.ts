@@ -4,27 +4,8 @@
  * (scripts/test-servers.ts).
  */
 import type { TestProject } from 'vitest/node';
-import { testServers } from '../../../scripts/test-servers.js';
+import { providePostgresAndRedis } from '../../../scripts/test-servers.js';
 
-declare module 'vitest' {
-  export interface ProvidedContext {
-    /** URL of the PostgreSQL under test; `null` when its tests are skipped. */
-    postgresUrl: string | null;
-    postgresSkipReason: string | null;
-    /** URL of the Redis under test; `null` when its tests are skipped. */
-    redisUrl: string | null;
-    redisSkipReason: string | null;
-  }
-}
-
-export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const { found, release } = await testServers(project, ['postgres', 'redis']);
-  const { postgres, redis } = found;
-  if ('skipReason' in postgres) console.warn(`[@petstore/cli] PostgreSQL tests skipped: ${postgres.skipReason}`);
-  if ('skipReason' in redis) console.warn(`[@petstore/cli] Redis tests skipped: ${redis.skipReason}`);
-  project.provide('postgresUrl', 'url' in postgres ? postgres.url : null);
-  project.provide('postgresSkipReason', 'skipReason' in postgres ? postgres.skipReason : null);
-  project.provide('redisUrl', 'url' in redis ? redis.url : null);
-  project.provide('redisSkipReason', 'skipReason' in redis ? redis.skipReason : null);
-  return release;
+export default function setup(project: TestProject): Promise<() => Promise<void>> {
+  return providePostgresAndRedis(project, '@petstore/cli');
 }
