@@ -34,21 +34,23 @@ function notModified(headers: Record<string, string>): PetstoreResponse {
 
 export function createCategoryOperations({ categories, bodyLimitBytes, retentionMs }: ResolvedOptions): CategoryOperations {
   const listVersion = categories.listVersion?.bind(categories);
-  // The JSON of the last frozen list: a store that answers the same frozen array between writes (the memory
-  // store does) has it serialised once, not per request (see CategoryStore.list). A frozen array stays frozen,
-  // so the same array object needs no other check. The saving grows with the list; measured with
-  // benchmarks/src/pipeline-bench.ts against the server CPU per request of BENCHMARKS.md, section "HTTP: GET
-  // /v1/categories, authenticated, three categories".
-  let lastList: readonly Category[] | undefined;
-  let lastListJson = '';
+  // The JSON of the last frozen list, and its body tag once asked for: a store that answers the same frozen array
+  // between writes (the memory store does) has it serialised once, not per request (see CategoryStore.list), and
+  // hashed once when it has no list version. A frozen array stays frozen, so the same array object needs no other
+  // check. Measured: BENCHMARKS.md, sections "HTTP: GET /v1/categories, authenticated, three categories" (with
+  // benchmarks/src/pipeline-bench.ts) and "List: 100,000 categories" (the memory row "full list, no listVersion").
+  let lastFrozen: { list: readonly Category[]; json: string; etag?: string } | undefined;
   const listJson = (list: readonly Category[]): string => {
-    if (list === lastList) return lastListJson;
+    if (list === lastFrozen?.list) return lastFrozen.json;
     const json = JSON.stringify(list);
-    if (Object.isFrozen(list)) {
-      lastList = list;
-      lastListJson = json;
-    }
+    if (Object.isFrozen(list)) lastFrozen = { list, json };
     return json;
+  };
+  /** The body tag of a list's JSON; the last frozen list's is kept with it. */
+  const tagOf = (json: string): string => {
+    if (lastFrozen === undefined || json !== lastFrozen.json) return bodyEntityTag(json);
+    lastFrozen.etag ??= bodyEntityTag(json);
+    return lastFrozen.etag;
   };
 
   // The JSON and tag of the full list at one list version: while the store answers that version, the full list is
@@ -89,40 +91,16 @@ export function createCategoryOperations({ categories, bodyLimitBytes, retention
   ): Promise<PetstoreResponse> {
     const readNumber = ++versionReads;
     const version = await readListVersion(read);
-    if (page === undefined) {
-      const cached = fullList;
-      if (cached !== undefined && cached.version === version) {
-        headers['etag'] = cached.etag;
-        if (ifNoneMatchMatches(request.headers['if-none-match'], cached.etag)) return notModified(headers);
-        return textAnswer(200, cached.json, headers, request.method);
-      }
-      const etag = listEntityTag(version, undefined);
-      headers['etag'] = etag;
-      if (ifNoneMatchMatches(request.headers['if-none-match'], etag)) return notModified(headers);
-      const json = listJson(await categories.list());
-      if (fullList === undefined || fullList.readNumber < readNumber) fullList = { version, json, etag, readNumber };
-      return textAnswer(200, json, headers, request.method);
-    }
-    const etag = listEntityTag(version, page);
+    const cached = page === undefined && fullList?.version === version ? fullList : undefined;
+    const etag = cached?.etag ?? listEntityTag(version, page);
     headers['etag'] = etag;
     if (ifNoneMatchMatches(request.headers['if-none-match'], etag)) return notModified(headers);
-    return textAnswer(200, await readPage(page, headers), headers, request.method);
+    if (page !== undefined) return textAnswer(200, await readPage(page, headers), headers, request.method);
+    if (cached !== undefined) return textAnswer(200, cached.json, headers, request.method);
+    const json = listJson(await categories.list());
+    if (fullList === undefined || fullList.readNumber < readNumber) fullList = { version, json, etag, readNumber };
+    return textAnswer(200, json, headers, request.method);
   }
-
-  // The tag of the last frozen list's JSON (see listJson), so a store that answers the same frozen array has it
-  // hashed once, not per request (measured: BENCHMARKS.md, section "List: 100,000 categories", the memory row
-  // "full list, no listVersion").
-  let lastTaggedJson: string | undefined;
-  let lastTag = '';
-  const tagOf = (json: string): string => {
-    if (json === lastTaggedJson) return lastTag;
-    const etag = bodyEntityTag(json);
-    if (json === lastListJson) {
-      lastTaggedJson = json;
-      lastTag = etag;
-    }
-    return etag;
-  };
 
   /**
    * The list without a list version: read and serialised every time (unless the store answers the same frozen
