@@ -135,10 +135,11 @@ export const requestChannel = tracingChannel<unknown, PetstoreRequestContext>(PE
 export const storeChannel = tracingChannel<unknown, PetstoreStoreContext>(PETSTORE_STORE_CHANNEL) as Traced<PetstoreStoreContext>;
 
 /**
- * Runs one store call as a trace of the store channel. Call it only when `storeChannel.hasSubscribers` (the
- * call sites check, so a petstore without subscribers builds nothing).
+ * Runs one store call, traced on the store channel while it has subscribers; without one, it only calls (no context
+ * is built). Every store call of the core goes through here.
  */
 export function traceStoreCall<Result>(backend: string | undefined, operation: StoreOperation, call: () => Promise<Result>): Promise<Result> {
+  if (!storeChannel.hasSubscribers) return call();
   const context: PetstoreStoreContext = { backend: backend ?? 'custom', operation };
   return storeChannel.tracePromise(async () => {
     try {
@@ -163,17 +164,11 @@ export function tracedCategoryStore(store: CategoryStore): CategoryStore {
   type Args<Name extends Exclude<keyof CategoryStore, 'backend'>> = Parameters<NonNullable<CategoryStore[Name]>>;
   const listVersion = store.listVersion?.bind(store);
   return {
-    list: (...args: Args<'list'>) =>
-      storeChannel.hasSubscribers ? traceStoreCall(backend, 'list', () => store.list(...args)) : store.list(...args),
+    list: (...args: Args<'list'>) => traceStoreCall(backend, 'list', () => store.list(...args)),
     // Only where the store has one: without it, the list's ETag is a hash of the body (see CategoryStore).
-    ...(listVersion === undefined
-      ? {}
-      : { listVersion: () => (storeChannel.hasSubscribers ? traceStoreCall(backend, 'list_version', listVersion) : listVersion()) }),
-    create: (...args: Args<'create'>) =>
-      storeChannel.hasSubscribers ? traceStoreCall(backend, 'create', () => store.create(...args)) : store.create(...args),
+    ...(listVersion === undefined ? {} : { listVersion: () => traceStoreCall(backend, 'list_version', listVersion) }),
+    create: (...args: Args<'create'>) => traceStoreCall(backend, 'create', () => store.create(...args)),
     createIdempotent: (...args: Args<'createIdempotent'>) =>
-      storeChannel.hasSubscribers
-        ? traceStoreCall(backend, 'create_idempotent', () => store.createIdempotent(...args))
-        : store.createIdempotent(...args),
+      traceStoreCall(backend, 'create_idempotent', () => store.createIdempotent(...args)),
   };
 }

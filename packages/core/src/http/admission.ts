@@ -15,7 +15,7 @@ import { UNKNOWN_CLIENT_ADDRESS, normalizeClientAddress } from '../rate-limit/cl
 import { PetstoreError } from '../errors.js';
 import { assertCost, createRateLimitEngine, type RateLimitDecision, type RateLimitOwner, type RateLimitPeek } from '../rate-limit/engine.js';
 import { errorAnswer, eventFor, type FailureAnswers } from './answers.js';
-import { requestChannel, storeChannel, traceStoreCall, type ApiKeyRefusalReason, type AuthFailureReason, type PetstoreRequestContext } from '../diagnostics.js';
+import { requestChannel, traceStoreCall, type ApiKeyRefusalReason, type AuthFailureReason, type PetstoreRequestContext } from '../diagnostics.js';
 import { emitEvent } from './events.js';
 import type { ResolvedOptions } from './petstore-options.js';
 import type { PetstoreRequest, PetstoreResponse } from './types.js';
@@ -106,7 +106,6 @@ const REFUSED: Readonly<Record<ApiKeyRefusalReason, Authentication>> = Object.fr
 
 /** A key lookup, traced on the store channel while it has subscribers. */
 function findPrincipal(store: ApiKeyStore, digest: Buffer, context: FindPrincipalContext | undefined): Promise<Principal | undefined> {
-  if (!storeChannel.hasSubscribers) return store.findPrincipal(digest, context);
   return traceStoreCall(store.backend, 'find_key', () => store.findPrincipal(digest, context));
 }
 
@@ -303,9 +302,7 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
       }
       // The stores in order, as for a request: the first that knows the keyId answers.
       for (const store of searchable) {
-        const principal = storeChannel.hasSubscribers
-          ? await traceStoreCall(store.backend, 'find_key_by_id', async () => store.findByKeyId?.(subject.keyId))
-          : await store.findByKeyId?.(subject.keyId);
+        const principal = await traceStoreCall(store.backend, 'find_key_by_id', async () => store.findByKeyId?.(subject.keyId));
         if (principal !== undefined) return { accountId: principal.accountId, keyId: principal.keyId };
       }
       throw new PetstoreError('not_found', `No API key has the keyId ${JSON.stringify(String(subject.keyId).slice(0, 60))}.`);

@@ -7,7 +7,7 @@ import { systemClock, type Clock } from '../clock.js';
 import { DEFAULT_IPV6_SUBNET, normalizeClientAddress } from './client-address.js';
 import { RateLimiterOptionsSchema, assertOptions } from '../options.js';
 import { PetstoreError } from '../errors.js';
-import { storeChannel, traceStoreCall } from '../diagnostics.js';
+import { traceStoreCall } from '../diagnostics.js';
 import { rateLimitHeaders, retryAfterSeconds, standardRateLimitHeaders } from './headers.js';
 import { DEFAULT_ANONYMOUS_LIMITS, DEFAULT_BAN_POLICY, DEFAULT_PLAN_LIMITS, assertPlanLimits, windowsForLimits } from './plans.js';
 import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitSnapshot, RateLimitStore, RateLimitWindow, WindowUsage } from './types.js';
@@ -212,7 +212,6 @@ export function createRateLimitEngine(options: RateLimiterOptions): RateLimiter 
 
   /** One consume of a store: every one the engine makes goes through here, traced while the store channel has subscribers. */
   function consumeIn(consumeStore: Pick<RateLimitStore, 'consume' | 'backend'>, key: string, request: ConsumeRequest): Promise<ConsumeResult> {
-    if (!storeChannel.hasSubscribers) return consumeStore.consume(key, request);
     return traceStoreCall(consumeStore.backend, 'consume', () => consumeStore.consume(key, request));
   }
 
@@ -300,9 +299,7 @@ export function createRateLimitEngine(options: RateLimiterOptions): RateLimiter 
     let snapshot: RateLimitSnapshot;
     try {
       const nowMs = clock.now();
-      snapshot = await (storeChannel.hasSubscribers
-        ? traceStoreCall(ownerStore.backend, 'peek', () => ownerStore.peek(key, nowMs))
-        : ownerStore.peek(key, nowMs));
+      snapshot = await traceStoreCall(ownerStore.backend, 'peek', () => ownerStore.peek(key, nowMs));
     } catch (error) {
       onStoreError?.(error);
       throw unavailable(error);
@@ -319,7 +316,7 @@ export function createRateLimitEngine(options: RateLimiterOptions): RateLimiter 
   async function reset(owner: RateLimitOwner): Promise<void> {
     const { store: ownerStore, key } = recordOf(owner);
     try {
-      await (storeChannel.hasSubscribers ? traceStoreCall(ownerStore.backend, 'reset', () => ownerStore.reset(key)) : ownerStore.reset(key));
+      await traceStoreCall(ownerStore.backend, 'reset', () => ownerStore.reset(key));
     } catch (error) {
       onStoreError?.(error);
       throw unavailable(error);
