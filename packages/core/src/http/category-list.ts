@@ -7,6 +7,7 @@
  */
 import { hash } from 'node:crypto';
 import { PetstoreError } from '../errors.js';
+import { queryStringOf } from './operations.js';
 import type { PetstoreHeaders } from './types.js';
 
 /** The largest `limit` of a page of `GET /categories`: 1000 categories (about 60 KB of JSON at 60 bytes each). */
@@ -40,9 +41,9 @@ const AFTER_MESSAGE = `after must be a whole number from 0 to ${Number.MAX_SAFE_
  *   decimal digits, or is out of range (`limit` 1–1000, `after` 0–2^53 − 1).
  */
 export function readListQuery(path: string): ListPageQuery | undefined {
-  const queryStart = path.indexOf('?');
-  if (queryStart === -1) return undefined;
-  const query = new URLSearchParams(path.slice(queryStart + 1));
+  const queryString = queryStringOf(path);
+  if (queryString === undefined) return undefined;
+  const query = new URLSearchParams(queryString);
   const limits = query.getAll('limit');
   const afters = query.getAll('after');
   if (limits.length === 0 && afters.length === 0) return undefined;

@@ -10,11 +10,12 @@
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/reference-page.md
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { errorAnswer, safeMethod } from './answers.js';
+import { pathnameOf } from './operations.js';
 import type { PetstoreResponse } from './types.js';
 
 /** The `docs` option of `createPetstore` in its object form. */
@@ -79,7 +80,7 @@ function rendererDirectory(resolveFrom: string): string {
 }
 
 /** A short content hash, for the cache-busting `?v=` of each asset's address. */
-const versionOf = (body: string) => createHash('sha256').update(body).digest('base64url').slice(0, 16);
+const versionOf = (body: string) => hash('sha256', body, 'base64url').slice(0, 16);
 
 /** A string for a `<script>` file: JSON, with `<` escaped (it cannot end the element or open a comment). */
 const scriptValue = (value: unknown) => JSON.stringify(value).replace(/</g, '\\u003c');
@@ -161,18 +162,14 @@ export function createDocsPages(
     files.set(`/docs/${name}`, { ...asset, headers: { 'cache-control': ASSET_CACHE, 'x-content-type-options': 'nosniff' } });
   }
 
-  const pathname = (path: string) => {
-    const queryStart = path.indexOf('?');
-    return queryStart === -1 ? path : path.slice(0, queryStart);
-  };
   const owns = (path: string) => {
-    const name = pathname(path);
+    const name = pathnameOf(path);
     return name === '/docs' || name.startsWith('/docs/');
   };
   return {
     owns,
     answer(path, method, headers) {
-      const file = files.get(pathname(path));
+      const file = files.get(pathnameOf(path));
       if (file === undefined) return errorAnswer('not_found', 'There is no file of the reference page at this path.', headers, method);
       const upper = method.toUpperCase();
       if (upper !== 'GET' && upper !== 'HEAD') {

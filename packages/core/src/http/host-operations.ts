@@ -9,7 +9,7 @@ import type { Principal } from '../auth/principal.js';
 import { PetstoreError } from '../errors.js';
 import { jsonAnswer } from './answers.js';
 import type { DeprecationPolicy } from './deprecation.js';
-import type { HostOperationId, Stability } from './operations.js';
+import { queryStringOf, type HostOperationId, type Stability } from './operations.js';
 import type { ResolvedOptions } from './petstore-options.js';
 import type { PetstoreHeaders, PetstoreRequest, PetstoreResponse } from './types.js';
 
@@ -74,12 +74,11 @@ export function createHostOperations({ handlers, stability, deprecations }: Reso
     if (handler === undefined) {
       throw new PetstoreError('not_implemented', `The operation ${operationId} is not implemented by this server.`);
     }
-    const queryStart = request.path.indexOf('?');
     const result = await handler({
       operationId,
       principal,
       params: Object.freeze({ ...params }),
-      query: new URLSearchParams(queryStart === -1 ? '' : request.path.slice(queryStart + 1)),
+      query: new URLSearchParams(queryStringOf(request.path) ?? ''),
       headers: request.headers,
       stability: stability[operationId],
       deprecation: deprecations[operationId],

@@ -87,6 +87,18 @@ for (const compiled of STATIC_PATHS.values()) {
   }
 }
 
+/** The path of a request target without its query string (`/categories?limit=2` → `/categories`). */
+export function pathnameOf(path: string): string {
+  const queryStart = path.indexOf('?');
+  return queryStart === -1 ? path : path.slice(0, queryStart);
+}
+
+/** The query string of a request target, without its `?`; `undefined` when it has none. */
+export function queryStringOf(path: string): string | undefined {
+  const queryStart = path.indexOf('?');
+  return queryStart === -1 ? undefined : path.slice(queryStart + 1);
+}
+
 /**
  * Finds the operation for a method and a path below the prefix (query string ignored). Paths match exactly:
  * `/categories/` (trailing slash) is not `/categories`. A path parameter that is not valid percent-encoding
@@ -94,8 +106,7 @@ for (const compiled of STATIC_PATHS.values()) {
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#routing
  */
 export function matchRoute(method: string, path: string): RouteMatch {
-  const queryStart = path.indexOf('?');
-  const pathname = queryStart === -1 ? path : path.slice(0, queryStart);
+  const pathname = pathnameOf(path);
   const fixed = STATIC_PATHS.get(pathname);
   if (fixed !== undefined) return fixed.matches.get(method) ?? matchMethod(fixed, method, undefined);
   for (const compiled of PARAMETER_PATHS) {
