@@ -8,10 +8,10 @@ import type { RedisClusterNode } from '@petstore/storage-redis/testing';
 import type { TestProject } from 'vitest/node';
 import { testServers } from '../../../scripts/test-servers.js';
 
+// `redisUrl` and `redisSkipReason` (`null` when none) are declared with the other projects' in
+// scripts/test-servers.ts.
 declare module 'vitest' {
   export interface ProvidedContext {
-    redisUrl: string | undefined;
-    redisSkipReason: string | undefined;
     /** Startup nodes of the Redis Cluster under test; `undefined` when cluster suites are skipped. */
     redisCluster: RedisClusterNode[] | undefined;
     redisClusterSkipReason: string | undefined;
@@ -23,8 +23,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const { redis, redisCluster } = found;
   if ('skipReason' in redis) console.warn(`[redis-tests] skipped: ${redis.skipReason}`);
   if ('skipReason' in redisCluster) console.warn(`[redis-tests] cluster suites skipped: ${redisCluster.skipReason}`);
-  project.provide('redisUrl', 'url' in redis ? redis.url : undefined);
-  project.provide('redisSkipReason', 'skipReason' in redis ? redis.skipReason : undefined);
+  project.provide('redisUrl', 'url' in redis ? redis.url : null);
+  project.provide('redisSkipReason', 'skipReason' in redis ? redis.skipReason : null);
   project.provide('redisCluster', 'nodes' in redisCluster ? redisCluster.nodes : undefined);
   project.provide('redisClusterSkipReason', 'skipReason' in redisCluster ? redisCluster.skipReason : undefined);
   return release;

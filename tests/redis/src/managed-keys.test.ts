@@ -108,7 +108,7 @@ async function instance(keyPrefix: string, clock: ReturnType<typeof fakeClock>, 
 
 const hex = (key: string) => hashApiKey(key).toString('hex');
 
-describe.skipIf(redisUrl === undefined)('managed API keys on two instances sharing one Redis', () => {
+describe.skipIf(redisUrl === null)('managed API keys on two instances sharing one Redis', () => {
   it('obeys a revocation made on one instance on the other as soon as the other hears of it', async () => {
     const keyPrefix = `petstore-test:${randomUUID()}:`;
     const clock = fakeClock();

@@ -13,7 +13,7 @@ const redisCluster = inject('redisCluster');
 const FREE_KEYS = [1, 2, 3].map((i) => `multi-instance-free-key-${i}`);
 const PRO_KEYS = [1, 2, 3].map((i) => `multi-instance-pro-key-${i}`);
 
-describe.skipIf(redisUrl === undefined)('several instances sharing one Redis', () => {
+describe.skipIf(redisUrl === null)('several instances sharing one Redis', () => {
   sharedStoreSuite({ redisUrl: redisUrl as string }, redisUrl as string);
 });
 

@@ -13,7 +13,7 @@ const redisUrl = inject('redisUrl');
 const API_KEY = `operator-reset-key-${randomUUID()}`;
 const ACCOUNT = 'operator-reset-account';
 
-describe.skipIf(redisUrl === undefined)('an operator reset with the block cache on, two instances on one Redis', () => {
+describe.skipIf(redisUrl === null)('an operator reset with the block cache on, two instances on one Redis', () => {
   const instances: Array<Awaited<ReturnType<typeof startInstance>>> = [];
   beforeAll(async () => {
     const keyPrefix = `petstore-test:${randomUUID()}:`;
