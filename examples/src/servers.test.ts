@@ -30,27 +30,21 @@ describe.each(['fastify-server.ts', 'express-server.ts'])('example %s', (script)
     expect(description.servers).toEqual([{ url: '/v1', description: 'This server' }]);
   }, 30_000);
 
-  it('lists the Production and Staging servers of PETSTORE_PUBLIC_URL and PETSTORE_STAGING_URL in its OpenAPI description', async () => {
-    const { url } = await start(script, {
-      PETSTORE_API_KEYS: 'openapi-key:free',
-      PETSTORE_PUBLIC_URL: 'https://api.petstore.example/v1',
-      PETSTORE_STAGING_URL: 'https://staging.petstore.example/v1',
-    });
-    const answer = await fetch(`${url}/v1/openapi.json`);
-    expect(answer.status).toBe(200);
-    const description = (await answer.json()) as { servers: unknown };
-    expect(description.servers).toEqual([
-      { url: 'https://api.petstore.example/v1', description: 'Production' },
-      { url: 'https://staging.petstore.example/v1', description: 'Staging' },
-    ]);
-  }, 30_000);
-
-  it('serves the keys and plans of PETSTORE_API_KEYS and never prints them', async () => {
+  it('serves the keys and plans of PETSTORE_API_KEYS and never prints them; lists the servers of PETSTORE_PUBLIC_URL and PETSTORE_STAGING_URL', async () => {
     // The enterprise key's own limits: 2 per minute and 2 per day, so its third request is refused whatever
     // the second of the minute.
     const { url, output } = await start(script, {
       PETSTORE_API_KEYS: 'pro-key-123:pro,ent-key-456:enterprise:2:2',
+      PETSTORE_PUBLIC_URL: 'https://api.petstore.example/v1',
+      PETSTORE_STAGING_URL: 'https://staging.petstore.example/v1',
     });
+    // The OpenAPI description lists the two environments (the first test: none set, its relative server).
+    const described = await fetch(`${url}/v1/openapi.json`);
+    expect(described.status).toBe(200);
+    expect(((await described.json()) as { servers: unknown }).servers).toEqual([
+      { url: 'https://api.petstore.example/v1', description: 'Production' },
+      { url: 'https://staging.petstore.example/v1', description: 'Staging' },
+    ]);
     expect(output).not.toContain('pro-key-123');
     expect(output).not.toContain('ent-key-456');
     const pro = await fetch(`${url}/v1/categories`, { headers: { authorization: 'Bearer pro-key-123' } });

@@ -1,8 +1,8 @@
 /**
  * An example server that cannot start says why in one line on stderr and exits 1 — no stack trace: the helper
  * on its own; the start-up steps both servers share (readConfig, examplePetstore) with each variable they cannot
- * use, in process; then both servers started as a user would, with a database, a Redis and a variable they cannot
- * use.
+ * use, in process; then both servers started as a user would, each with a variable it cannot use and a store
+ * (PostgreSQL for one, Redis for the other) it cannot reach.
  */
 import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
@@ -86,20 +86,26 @@ describe('the servers\' start-up steps with a variable they cannot use', () => {
   });
 });
 
-describe.each(['fastify-server.ts', 'express-server.ts'])('%s that cannot start', (script) => {
-  it('prints one line naming the variable, without the password or a stack trace, and exits 1', async () => {
-    const [databasePort, redisPort] = [await closedPort(), await closedPort()];
-    const cases: Array<{ env: Record<string, string>; line: string }> = [
-      {
-        env: { PETSTORE_DATABASE_URL: `postgres://petstore:s3cret@127.0.0.1:${databasePort}/petstore` },
-        line: `PETSTORE_DATABASE_URL: PostgreSQL at postgres://petstore:***@127.0.0.1:${databasePort}/petstore failed at start-up: connect ECONNREFUSED 127.0.0.1:${databasePort}`,
-      },
-      {
-        env: { PETSTORE_REDIS_URL: `redis://:s3cret@127.0.0.1:${redisPort}` },
-        line: `PETSTORE_REDIS_URL: Redis at redis://:***@127.0.0.1:${redisPort} failed at start-up: connect ECONNREFUSED 127.0.0.1:${redisPort}`,
-      },
-      BAD_VARIABLES[0] as { env: Record<string, string>; line: string },
-    ];
+// Each server with a variable it cannot use and with one of the two stores unreachable: the line naming the store
+// comes from examplePetstore, which both share, so each store is tried on one server; that a failure becomes one
+// line and exit 1 is each server's own start-up, tried on both. Two processes per server.
+describe.each([
+  ['fastify-server.ts', 'database'],
+  ['express-server.ts', 'redis'],
+] as const)('%s that cannot start', (script, store) => {
+  it(`prints one line naming the variable, without the password or a stack trace, and exits 1 (a bad variable, an unreachable ${store === 'database' ? 'PostgreSQL' : 'Redis'})`, async () => {
+    const port = await closedPort();
+    const unreachable: { env: Record<string, string>; line: string } =
+      store === 'database'
+        ? {
+            env: { PETSTORE_DATABASE_URL: `postgres://petstore:s3cret@127.0.0.1:${port}/petstore` },
+            line: `PETSTORE_DATABASE_URL: PostgreSQL at postgres://petstore:***@127.0.0.1:${port}/petstore failed at start-up: connect ECONNREFUSED 127.0.0.1:${port}`,
+          }
+        : {
+            env: { PETSTORE_REDIS_URL: `redis://:s3cret@127.0.0.1:${port}` },
+            line: `PETSTORE_REDIS_URL: Redis at redis://:***@127.0.0.1:${port} failed at start-up: connect ECONNREFUSED 127.0.0.1:${port}`,
+          };
+    const cases = [unreachable, BAD_VARIABLES[0] as { env: Record<string, string>; line: string }];
     const runs = await Promise.all(cases.map(({ env }) => runExampleToExit(script, { PETSTORE_API_KEYS: 'startup-key:free', ...env })));
     runs.forEach((run, index) => {
       expect({ code: run.code, signal: run.signal, stderr: run.stderr, stdout: run.stdout }).toEqual({

@@ -54,9 +54,12 @@ export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): M
   if (!Number.isSafeInteger(maxIdempotencyKeys) || maxIdempotencyKeys < 1) {
     throw new TypeError(`maxIdempotencyKeys must be a whole number >= 1, got ${String(maxIdempotencyKeys)}`);
   }
-  const idempotency = new LRUCache<string, { fingerprint: string; category: Category }>({ max: maxIdempotencyKeys });
+  // maxSize, with a size of 1 per entry, bounds the entry count as `max` would, but allocates as entries come:
+  // `max` makes lru-cache allocate its arrays for every entry when the cache is created (BENCHMARKS.md,
+  // "Creating a petstore").
+  const idempotency = new LRUCache<string, { fingerprint: string; category: Category }>({ maxSize: maxIdempotencyKeys, sizeCalculation: () => 1 });
   // Only set() and rvalues() are used, never get(): recency order stays insertion order, i.e. id order.
-  const records = new LRUCache<number, Category>({ max: maxCategories });
+  const records = new LRUCache<number, Category>({ maxSize: maxCategories, sizeCalculation: () => 1 });
   let lastId = 0;
   // The list as of the last create, frozen: reads between writes share one array, and the pipeline then
   // reuses the JSON it wrote for it (see CategoryStore.list) instead of serialising the same list again.

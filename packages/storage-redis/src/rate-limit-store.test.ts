@@ -425,11 +425,16 @@ async function watchCommands(client: Redis, keys: string[]) {
   const sentinel = `sentinel-${Math.random()}`;
   let sawSentinel: () => void = () => {};
   const sentinelSeen = new Promise<void>((resolve) => (sawSentinel = resolve));
+  // MONITOR logs a script call, then the calls its script makes (source `lua`, no client address): Redis runs one
+  // script at a time, so the `lua` lines after one of this client's calls are its script's, and a TIME of another
+  // test's script on the shared server is not counted.
+  let inOwnScript = false;
   await monitorCommands(({ source, args }) => {
     const call = [String(args[0]).toLowerCase(), ...args.slice(1)];
     const [command, first] = call;
+    if (source !== 'lua') inOwnScript = source === address;
     if (source === address) fromClient.push(call);
-    else if (source === 'lua' && (command === 'time' || keys.includes(first as string)) && insideScript.length < 100) insideScript.push(call);
+    else if (inOwnScript && (command === 'time' || keys.includes(first as string)) && insideScript.length < 100) insideScript.push(call);
     if (command === 'echo' && first === sentinel) sawSentinel();
   });
   return {

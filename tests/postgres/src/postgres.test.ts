@@ -1,16 +1,20 @@
 /**
  * Two app instances (Fastify and Express, each with its own pg pool) sharing one PostgreSQL: one quota and one
- * set of categories; costs, bans and the operator's peek and reset seen alike by both; and the server killed with SIGKILL in the middle of parallel creates: every create answered
- * 201 is listed exactly once, ids increase, the pools reconnect by themselves.
+ * set of categories; costs, bans and the operator's peek and reset seen alike by both (on the run's PostgreSQL, in
+ * a schema of their own); and a server of their own killed with SIGKILL in the middle of parallel creates: every
+ * create answered 201 is listed exactly once, ids increase, the pools reconnect by themselves.
  */
 import { createPetstore, hashApiKey, staticApiKeys, type Petstore, type StaticApiKey, type StoreFailurePolicy } from '@petstore/core';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
 import { migratePostgres, postgresCategoryStore, postgresRateLimitStore } from '@petstore/storage-postgres';
 import { findPostgresBinDir, startPostgresServer, type PostgresServer } from '@petstore/storage-postgres/testing';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { call, servePetstore, type Answer, type Instance } from '../../redis/src/serve.js';
 
+/** The run's PostgreSQL (scripts/test-servers.ts), `null` when its tests are skipped. */
+const postgresUrl = inject('postgresUrl');
 const installed = findPostgresBinDir() !== undefined;
 if (!installed && process.env.PETSTORE_REQUIRE_POSTGRES === '1') throw new Error('PostgreSQL is not installed (PETSTORE_REQUIRE_POSTGRES=1)');
 if (!installed) console.warn('[@petstore/postgres-tests] skipped: PostgreSQL is not installed (apt-get install postgresql)');
@@ -24,10 +28,14 @@ const API_KEYS: StaticApiKey[] = [
 ];
 
 /**
- * One instance on its own pool: categories and rate limits in PostgreSQL, fail-closed; or, with `failOpen`,
- * categories in memory and rate limits in PostgreSQL with a memory insurance store.
+ * One instance on its own pool: categories and rate limits in PostgreSQL (in `schema`, default `public`),
+ * fail-closed; or, with `failOpen`, categories in memory and rate limits in PostgreSQL with a memory insurance store.
  */
-async function startInstance(framework: 'fastify' | 'express', url: string, failOpen = false, callTimeoutMs = 1000): Promise<Instance> {
+async function startInstance(
+  framework: 'fastify' | 'express',
+  url: string,
+  { failOpen = false, callTimeoutMs = 1000, schema }: { failOpen?: boolean; callTimeoutMs?: number; schema?: string } = {},
+): Promise<Instance> {
   const pool = new pg.Pool({ connectionString: url, max: 5, connectionTimeoutMillis: callTimeoutMs });
   pool.on('error', () => undefined);
   const onStoreFailure: StoreFailurePolicy = failOpen
@@ -35,8 +43,8 @@ async function startInstance(framework: 'fastify' | 'express', url: string, fail
     : { mode: 'fail-closed', retryAfterSeconds: 5 };
   const petstore = createPetstore({
     apiKeys: staticApiKeys(API_KEYS),
-    categories: failOpen ? memoryCategoryStore() : postgresCategoryStore({ pool, callTimeoutMs }),
-    rateLimit: { store: postgresRateLimitStore({ pool, callTimeoutMs }), onStoreFailure, onStoreError: () => undefined },
+    categories: failOpen ? memoryCategoryStore() : postgresCategoryStore({ pool, schema, callTimeoutMs }),
+    rateLimit: { store: postgresRateLimitStore({ pool, schema, callTimeoutMs }), onStoreFailure, onStoreError: () => undefined },
     onInternalError: () => undefined,
   });
   return servePetstore(framework, petstore, () => pool.end());
@@ -52,17 +60,16 @@ async function waitUntil(done: () => boolean, what: string): Promise<void> {
 }
 
 /**
- * A fresh, migrated PostgreSQL server with a Fastify and an Express instance on it (stores with `callTimeoutMs`);
- * stopped after the suite.
+ * A fresh, migrated PostgreSQL server with a Fastify and an Express instance on it; stopped after the suite.
  */
-function serversForSuite(callTimeoutMs?: number): { server: PostgresServer; instances: Instance[] } {
+function serversForSuite(): { server: PostgresServer; instances: Instance[] } {
   const started = { server: undefined as unknown as PostgresServer, instances: [] as Instance[] };
   beforeAll(async () => {
     started.server = await startPostgresServer();
     const pool = new pg.Pool({ connectionString: started.server.url });
     await migratePostgres({ pool });
     await pool.end();
-    started.instances.push(...(await Promise.all([startInstance('fastify', started.server.url, false, callTimeoutMs), startInstance('express', started.server.url, false, callTimeoutMs)])));
+    started.instances.push(...(await Promise.all([startInstance('fastify', started.server.url), startInstance('express', started.server.url)])));
   });
   afterAll(async () => {
     await Promise.all(started.instances.map((instance) => instance.close()));
@@ -71,9 +78,43 @@ function serversForSuite(callTimeoutMs?: number): { server: PostgresServer; inst
   return started;
 }
 
-describe.skipIf(!installed)('two instances on one PostgreSQL', () => {
-  // A guard against a hang, not a measurement: on a busy machine a slow answer must not become a 503 and a wrong count.
-  const { instances } = serversForSuite(20_000);
+/**
+ * A freshly migrated schema of its own on the run's PostgreSQL, dropped after the suite (`url` then names the
+ * server, `schema` the schema).
+ */
+function schemaForSuite(): { url: string; schema: string } {
+  const suite = { url: postgresUrl ?? '', schema: `postgres_tests_${randomBytes(6).toString('hex')}` };
+  beforeAll(async () => {
+    const pool = new pg.Pool({ connectionString: suite.url, max: 1 });
+    try {
+      await migratePostgres({ pool, schema: suite.schema }); // creates the schema
+    } finally {
+      await pool.end();
+    }
+  });
+  afterAll(async () => {
+    const pool = new pg.Pool({ connectionString: suite.url, max: 1 });
+    try {
+      await pool.query(`DROP SCHEMA IF EXISTS "${suite.schema}" CASCADE`);
+    } finally {
+      await pool.end();
+    }
+  });
+  return suite;
+}
+
+describe.skipIf(postgresUrl === null)('two instances on one PostgreSQL', () => {
+  const suite = schemaForSuite();
+  const instances: Instance[] = [];
+  beforeAll(async () => {
+    // callTimeoutMs is a guard against a hang, not a measurement: on a busy machine a slow answer must not become
+    // a 503 and a wrong count.
+    const options = { schema: suite.schema, callTimeoutMs: 20_000 };
+    instances.push(...(await Promise.all([startInstance('fastify', suite.url, options), startInstance('express', suite.url, options)])));
+  });
+  afterAll(async () => {
+    await Promise.all(instances.map((instance) => instance.close()));
+  });
 
   it('admit exactly the quota of a parallel burst spread over both, and list the same categories', async () => {
     const answers = await Promise.all(
@@ -112,7 +153,7 @@ describe.skipIf(!installed)('PostgreSQL killed with SIGKILL during parallel crea
   const { instances } = started;
   let failOpen: Instance;
   beforeAll(async () => {
-    failOpen = await startInstance('fastify', started.server.url, true);
+    failOpen = await startInstance('fastify', started.server.url, { failOpen: true });
   });
   afterAll(async () => {
     await failOpen?.close();
@@ -194,7 +235,7 @@ describe.skipIf(!installed)('PostgreSQL killed with SIGKILL during parallel crea
   });
 });
 
-describe.skipIf(!installed)("the operator's peek and reset, and costs, on one PostgreSQL shared by two instances", () => {
+describe.skipIf(postgresUrl === null)("the operator's peek and reset, and costs, on one PostgreSQL shared by two instances", () => {
   // One account with two keys: they share the account's windows; a ban falls on the key that earned it.
   const FIRST = 'pg-account-first-key';
   const SECOND = 'pg-account-second-key';
@@ -203,20 +244,17 @@ describe.skipIf(!installed)("the operator's peek and reset, and costs, on one Po
     { key: FIRST, plan: 'enterprise', accountId: 'acct-shared', limits: { requestsPerMinute: 1000, requestsPerDay: 7 } },
     { key: SECOND, plan: 'enterprise', accountId: 'acct-shared', limits: { requestsPerMinute: 1000, requestsPerDay: 7 } },
   ]);
-  const started = { server: undefined as unknown as PostgresServer, instances: [] as Instance[], petstores: [] as Petstore[] };
+  const suite = schemaForSuite();
+  const started = { instances: [] as Instance[], petstores: [] as Petstore[] };
   beforeAll(async () => {
-    started.server = await startPostgresServer();
-    const pool = new pg.Pool({ connectionString: started.server.url });
-    await migratePostgres({ pool });
-    await pool.end();
     for (const framework of ['fastify', 'express'] as const) {
-      const instancePool = new pg.Pool({ connectionString: started.server.url, max: 5 });
+      const instancePool = new pg.Pool({ connectionString: suite.url, max: 5 });
       instancePool.on('error', () => undefined);
       const petstore = createPetstore({
         apiKeys,
-        categories: postgresCategoryStore({ pool: instancePool }),
+        categories: postgresCategoryStore({ pool: instancePool, schema: suite.schema }),
         rateLimit: {
-          store: postgresRateLimitStore({ pool: instancePool }),
+          store: postgresRateLimitStore({ pool: instancePool, schema: suite.schema }),
           cost: { createCategory: 3 },
           // The first refusal bans the key for an hour: no ban interval or ban end can pass during the test.
           ban: { rejectedThreshold: 1, intervalMs: 60_000, durationMs: 3_600_000 },
@@ -229,7 +267,6 @@ describe.skipIf(!installed)("the operator's peek and reset, and costs, on one Po
   });
   afterAll(async () => {
     await Promise.all(started.instances.map((instance) => instance.close()));
-    await started.server?.stop();
   });
 
   it('charge costs to the account, ban the key that was refused, and obey a reset made on the other instance', async () => {

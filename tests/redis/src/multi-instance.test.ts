@@ -17,7 +17,7 @@ describe.skipIf(redisUrl === null)('several instances sharing one Redis', () => 
   sharedStoreSuite({ redisUrl: redisUrl as string }, redisUrl as string);
 });
 
-describe.skipIf(redisCluster === undefined)('several instances sharing one Redis Cluster, each with its own Cluster client', () => {
+describe.skipIf(redisCluster === null)('several instances sharing one Redis Cluster, each with its own Cluster client', () => {
   const first = redisCluster?.[0];
   // The masters run on one machine: any node's TIME is the cluster's clock.
   sharedStoreSuite({ cluster: redisCluster as InstanceOptions['cluster'] }, `redis://${first?.host}:${first?.port}`);

@@ -270,8 +270,11 @@ export function managedApiKeys(options: ManagedApiKeysOptions): ManagedApiKeys {
   // lru-cache reads the time from `perf`; ttlResolution 0 reads it at every check, so the TTLs move with an
   // injected (fake) clock at once.
   const perf = { now: () => clock.now() };
-  const known = new LRUCache<number, KnownEntry>({ max: cacheOptions.maxKeys, ttl: cacheOptions.ttlMs, ttlResolution: 0, perf });
-  const unknown = new LRUCache<number, Uint8Array>({ max: cacheOptions.maxUnknownKeys, ttl: cacheOptions.unknownTtlMs, ttlResolution: 0, perf });
+  // maxSize, with a size of 1 per entry, bounds the entry count as `max` would, but allocates as entries come:
+  // `max` makes lru-cache allocate its arrays for every entry when the cache is created (BENCHMARKS.md,
+  // "Creating a petstore").
+  const known = new LRUCache<number, KnownEntry>({ maxSize: cacheOptions.maxKeys, sizeCalculation: () => 1, ttl: cacheOptions.ttlMs, ttlResolution: 0, perf });
+  const unknown = new LRUCache<number, Uint8Array>({ maxSize: cacheOptions.maxUnknownKeys, sizeCalculation: () => 1, ttl: cacheOptions.unknownTtlMs, ttlResolution: 0, perf });
   /** Store lookups under way, by digest (hex): concurrent misses of one digest share one. */
   const inFlight = new Map<string, Promise<ApiKeyRecord | undefined>>();
 
