@@ -1,5 +1,6 @@
 /**
- * Memory per tracked key of the memory rate-limit store, and its bound under a flood of distinct keys.
+ * Memory per tracked key of the memory rate-limit store, its bound under a flood of distinct keys, and what
+ * creating a petstore on the memory stores (their defaults) costs before its first request.
  *
  * Needs `--expose-gc`. Memory is `heapUsed + arrayBuffers` from `process.memoryUsage()` after a full GC:
  * lru-cache keeps its linked list in typed arrays, whose bytes live outside the JS heap, so `heapUsed` alone
@@ -8,8 +9,8 @@
  *
  * Try it: `node --expose-gc --import tsx src/memory-bench.ts [--quick]` from benchmarks/.
  */
-import { DAY_MS, DEFAULT_BAN_POLICY, MINUTE_MS, type RateLimitWindow } from '@petstore/core';
-import { memoryRateLimitStore, type MemoryRateLimitStore } from '@petstore/storage-memory';
+import { createPetstore, DAY_MS, DEFAULT_BAN_POLICY, MINUTE_MS, staticApiKeys, type Petstore, type RateLimitWindow } from '@petstore/core';
+import { memoryCategoryStore, memoryRateLimitStore, type MemoryRateLimitStore } from '@petstore/storage-memory';
 import { pathToFileURL } from 'node:url';
 import { keySource } from './keys.js';
 
@@ -22,6 +23,12 @@ export interface MemoryBenchResult {
   keys: number;
   heapBytesPerKey: number;
   flood: { maxKeys: number; inserted: number; sizeAfter: number; heapBytesPerKeyAtMax: number };
+  /**
+   * `createPetstore` with `memoryCategoryStore()` and `memoryRateLimitStore()` (their default bounds) and one static
+   * key, `count` times: CPU µs per creation (user + system), and bytes (JS heap + ArrayBuffers, after a full GC)
+   * each petstore holds before its first request.
+   */
+  creation: { count: number; cpuMicros: number; bytes: number };
 }
 
 /** The free plan's windows (docs/http-api.md, "Plans"): one request per key never comes near them. */
@@ -86,7 +93,26 @@ export async function runMemoryBenchmark(options: { quick?: boolean } = {}): Pro
     keys,
     heapBytesPerKey: Math.round(heapBytesPerKey),
     flood: { maxKeys: keys, inserted: floodKeys, sizeAfter, heapBytesPerKeyAtMax: Math.round(heapBytesPerKeyAtMax) },
+    creation: measureCreation(gc, options.quick ? 20 : 100),
   };
+}
+
+/** CPU and retained bytes of `count` petstores on the memory stores, created one after another and all kept. */
+function measureCreation(gc: () => void, count: number): MemoryBenchResult['creation'] {
+  const create = () =>
+    createPetstore({
+      apiKeys: staticApiKeys([{ key: 'memory-bench-key-0123456789', plan: 'free' }]),
+      categories: memoryCategoryStore(),
+      rateLimit: { store: memoryRateLimitStore() },
+    });
+  create(); // the first creation loads and compiles what the others reuse
+  const before = usedBytes(gc);
+  const kept: Petstore[] = [];
+  const cpu = process.cpuUsage();
+  for (let i = 0; i < count; i++) kept.push(create());
+  const { user, system } = process.cpuUsage(cpu);
+  const bytes = (usedBytes(gc) - before) / kept.length; // reads `kept` after measuring: every petstore stays reachable
+  return { count, cpuMicros: Math.round((user + system) / count), bytes: Math.round(bytes) };
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {

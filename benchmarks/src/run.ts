@@ -340,6 +340,7 @@ function renderReport({ http, backends, scaleOut, script, core, memory, hostile,
       '',
       `- Heap per tracked key with ${fmt(memory.keys)} keys (minute + day counters, key \`key:<22 chars>\`): **${fmt(memory.heapBytesPerKey)} bytes**.`,
       `- Flood: ${fmt(memory.flood.inserted)} distinct keys into a store with maxKeys ${fmt(memory.flood.maxKeys)} → ${fmt(memory.flood.sizeAfter)} keys held, ${fmt(memory.flood.heapBytesPerKeyAtMax)} heap bytes per key at the maximum.`,
+      `- Creating a petstore on \`memoryCategoryStore()\` and \`memoryRateLimitStore()\` (default bounds: 100,000 rate-limit keys, a second store like it for anonymous callers, 10,000 categories, 100,000 idempotency keys), before its first request: **${fmt(memory.creation.cpuMicros)} µs** of CPU and **${fmt(memory.creation.bytes / 1024)} KiB** held (JS heap + ArrayBuffers, ${fmt(memory.creation.count)} petstores kept). The stores' and the core's caches are bounded by lru-cache's \`maxSize\` with a size of 1 per entry, which allocates as entries come (bounded by \`max\`, lru-cache allocates its arrays for every entry when a cache is created).`,
       '',
     );
     budget.push(

@@ -56,7 +56,7 @@ export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): M
   }
   // maxSize, with a size of 1 per entry, bounds the entry count as `max` would, but allocates as entries come:
   // `max` makes lru-cache allocate its arrays for every entry when the cache is created (BENCHMARKS.md,
-  // "Creating a petstore").
+  // "Memory store").
   const idempotency = new LRUCache<string, { fingerprint: string; category: Category }>({ maxSize: maxIdempotencyKeys, sizeCalculation: () => 1 });
   // Only set() and rvalues() are used, never get(): recency order stays insertion order, i.e. id order.
   const records = new LRUCache<number, Category>({ maxSize: maxCategories, sizeCalculation: () => 1 });

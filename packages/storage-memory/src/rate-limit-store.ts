@@ -74,7 +74,7 @@ export function memoryRateLimitStore(options: MemoryRateLimitStoreOptions = {}):
   // ban have all ended); it is only memory, dropped when read, evicted or purged.
   // maxSize, with a size of 1 per entry, bounds the entry count as `max` would, but allocates as entries come:
   // `max` makes lru-cache allocate its arrays for every entry when the cache is created (BENCHMARKS.md,
-  // "Creating a petstore").
+  // "Memory store").
   const cache = new LRUCache<string, Entry>({ maxSize: maxKeys, sizeCalculation: () => 1 });
   const isLive = (entry: Entry, nowMs: number) => entry.expiresAtMs > nowMs;
   return {

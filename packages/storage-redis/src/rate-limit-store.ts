@@ -326,7 +326,7 @@ function createBlockCache(option: { maxKeys?: number; maxAgeMs?: number } | fals
   if (!Number.isSafeInteger(maxAgeMs) || maxAgeMs < 1) throw new TypeError(`blockCache.maxAgeMs must be a whole number of ms >= 1, got ${String(maxAgeMs)}`);
   // maxSize, with a size of 1 per entry, bounds the entry count as `max` would, but allocates as entries come:
   // `max` makes lru-cache allocate its arrays for every entry when the cache is created (BENCHMARKS.md,
-  // "Creating a petstore").
+  // "Memory store").
   const records = new LRUCache<string, BlockedRecord>({ maxSize: maxKeys, sizeCalculation: () => 1 });
   const clock = (record: BlockedRecord, request: ConsumeRequest) => (time === 'server' ? Date.now() + record.offsetMs : request.nowMs);
 

@@ -272,7 +272,7 @@ export function managedApiKeys(options: ManagedApiKeysOptions): ManagedApiKeys {
   const perf = { now: () => clock.now() };
   // maxSize, with a size of 1 per entry, bounds the entry count as `max` would, but allocates as entries come:
   // `max` makes lru-cache allocate its arrays for every entry when the cache is created (BENCHMARKS.md,
-  // "Creating a petstore").
+  // "Memory store").
   const known = new LRUCache<number, KnownEntry>({ maxSize: cacheOptions.maxKeys, sizeCalculation: () => 1, ttl: cacheOptions.ttlMs, ttlResolution: 0, perf });
   const unknown = new LRUCache<number, Uint8Array>({ maxSize: cacheOptions.maxUnknownKeys, sizeCalculation: () => 1, ttl: cacheOptions.unknownTtlMs, ttlResolution: 0, perf });
   /** Store lookups under way, by digest (hex): concurrent misses of one digest share one. */

@@ -147,7 +147,7 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
    */
   // maxSize, with a size of 1 per entry, bounds the entry count as `max` would, but allocates as entries come:
   // `max` makes lru-cache allocate its arrays for every entry when the cache is created (BENCHMARKS.md,
-  // "Creating a petstore").
+  // "Memory store").
   const refusedAnonymous = new LRUCache<string, number>({ maxSize: MAX_REFUSED_ANONYMOUS_CALLERS, sizeCalculation: () => 1, ttlResolution: 0, perf: { now: () => clock.now() } });
 
   /** The lookup context of a request's key: cached only while its caller is refused as anonymous. */
