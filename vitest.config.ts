@@ -36,6 +36,9 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Every server the suites use (PostgreSQL, Redis, a Redis Cluster, Valkey), started at once: scripts/test-servers.ts.
     globalSetup: ['scripts/test-servers.ts'],
+    // Run before every test file (a module's own top-level hooks would run for the first file of a worker only):
+    // the Redis and PostgreSQL suites' clean-up of the clients, keys and pools their test-support handed out.
+    setupFiles: ['packages/storage-redis/test-support/setup.ts', 'packages/storage-postgres/test-support/setup.ts'],
     reporters: ['default', new TotalReporter()],
     // Keeps the transformed test and source files under node_modules/.experimental-vitest-cache between runs (keyed
     // by their content; `vitest --clearCache` empties it): about 3 s of CPU less per run. Default in vitest 5.

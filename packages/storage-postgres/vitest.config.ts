@@ -8,6 +8,8 @@ export default defineConfig({
     // state of their own; servers and clients are closed by each file): less CPU for npm test on two cores.
     isolate: false,
     globalSetup: ['test-support/global-setup.ts'],
+    // Cleans up after each test (file) what test-support handed out; see test-support/setup.ts.
+    setupFiles: ['test-support/setup.ts'],
     testTimeout: 20_000,
   },
 });

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { afterAll, inject } from 'vitest';
+import { inject } from 'vitest';
 import { migratePostgres } from '../src/migrate.js';
 
 export const postgresUrl = inject('postgresUrl');
@@ -12,9 +12,17 @@ export const postgresUrl = inject('postgresUrl');
 export const skipPostgres = postgresUrl === null;
 
 const pools = new Set<pg.Pool>();
-afterAll(async () => {
-  await Promise.all([...pools].map((pool) => pool.end()));
-});
+
+/**
+ * Ends the pools of {@link connectPool} still open. Registered after every test file by test-support/setup.ts (a
+ * setup file runs again for each file; a hook registered here, at the top of a module that the files of a worker
+ * share, would run after the first file only).
+ */
+export async function endPoolsAfterFile(): Promise<void> {
+  const open = [...pools];
+  pools.clear();
+  await Promise.all(open.map((pool) => pool.end()));
+}
 
 /** A pool on the test server, ended after the file; connection errors of idle clients are ignored. */
 export function connectPool(config: pg.PoolConfig = {}): pg.Pool {

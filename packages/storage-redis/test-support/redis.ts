@@ -7,7 +7,7 @@ import { connect as connectSocket, createServer, type Socket } from 'node:net';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { BanState, RateLimitState } from '@petstore/core';
 import { CONSUME_COMMAND } from '../src/consume-batches.js';
-import { afterEach, inject } from 'vitest';
+import { inject } from 'vitest';
 
 /** URL of the Redis under test, or `null` when skipped. */
 export const redisUrl = inject('redisUrl');
@@ -28,7 +28,12 @@ const usedValkeyPrefixes = new Set<string>();
 const usedClusterPrefixes = new Set<string>();
 const openSockets = new Set<Socket>();
 
-afterEach(async () => {
+/**
+ * Deletes the keys of the prefixes used by the test that ended and closes its clients and sockets. Registered
+ * for every test file by test-support/setup.ts (a setup file runs again for each file; a hook registered here,
+ * at the top of a module that the files of a worker share, would run for the first file only).
+ */
+export async function cleanUpAfterTest(): Promise<void> {
   const clusterPrefixes = [...usedClusterPrefixes];
   usedClusterPrefixes.clear();
   // A REDIS_URL (VALKEY_URL) server may be shared and long-lived: leave nothing behind.
@@ -73,7 +78,7 @@ afterEach(async () => {
       else client.disconnect();
     }),
   );
-});
+}
 
 /** A client to the Redis under test, closed after the current test. */
 export function connect(options: RedisOptions = {}): Redis {
