@@ -1,6 +1,6 @@
 /**
  * Helpers for this package's tests: the Redis (and Redis Cluster) under test, clients that are closed after
- * each test, and a unique key prefix per store so tests never collide (its keys are deleted after the test).
+ * each test, and a unique key prefix per store so tests never collide (its keys are deleted after the file).
  */
 import { randomUUID } from 'node:crypto';
 import { connect as connectSocket, createServer, type Socket } from 'node:net';
@@ -29,11 +29,29 @@ const usedClusterPrefixes = new Set<string>();
 const openSockets = new Set<Socket>();
 
 /**
- * Deletes the keys of the prefixes used by the test that ended and closes its clients and sockets. Registered
- * for every test file by test-support/setup.ts (a setup file runs again for each file; a hook registered here,
- * at the top of a module that the files of a worker share, would run for the first file only).
+ * Closes the clients and sockets handed out for the test that ended. Registered for every test file by
+ * test-support/setup.ts (a setup file runs again for each file; a hook registered here, at the top of a module
+ * that the files of a worker share, would run for the first file only).
  */
-export async function cleanUpAfterTest(): Promise<void> {
+export async function closeClientsAfterTest(): Promise<void> {
+  for (const socket of openSockets) socket.destroy();
+  openSockets.clear();
+  const clients = [...openClients];
+  openClients.clear();
+  await Promise.all(
+    clients.map(async (client) => {
+      if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
+      else client.disconnect();
+    }),
+  );
+}
+
+/**
+ * Deletes the keys of every prefix the file's tests used ({@link uniquePrefix}): after the file rather than after
+ * each test, so a file opens one cleaning connection per server, not one per test (the prefixes are unique, so
+ * the keys of one test never meet another's). Registered for every test file by test-support/setup.ts.
+ */
+export async function deleteKeysAfterFile(): Promise<void> {
   const clusterPrefixes = [...usedClusterPrefixes];
   usedClusterPrefixes.clear();
   // A REDIS_URL (VALKEY_URL) server may be shared and long-lived: leave nothing behind.
@@ -68,16 +86,6 @@ export async function cleanUpAfterTest(): Promise<void> {
       cleaner.disconnect();
     }
   }
-  for (const socket of openSockets) socket.destroy();
-  openSockets.clear();
-  const clients = [...openClients];
-  openClients.clear();
-  await Promise.all(
-    clients.map(async (client) => {
-      if (client.status === 'ready') await client.quit().catch(() => client.disconnect());
-      else client.disconnect();
-    }),
-  );
 }
 
 /** A client to the Redis under test, closed after the current test. */
@@ -125,7 +133,7 @@ export function track<Client extends Redis | Cluster>(client: Client): Client {
 }
 
 /**
- * A key prefix no other test uses; its keys are deleted after the current test, on the Redis server,
+ * A key prefix no other test uses; its keys are deleted after the current file, on the Redis server,
  * (`'valkey'`) on the Valkey server, or (`'cluster'`) on every master of the cluster under test.
  */
 export function uniquePrefix(where: 'server' | 'valkey' | 'cluster' = 'server'): string {
