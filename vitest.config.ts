@@ -11,7 +11,7 @@ import TotalReporter from './scripts/total-reporter.js';
  *
  * One project, not one per workspace: vitest shares a worker's module graph (isolate: false) only between files of
  * one project, so with a project per workspace every worker imported fastify, express, pg, ioredis and the packages
- * again for each workspace (about 35 workers in a run instead of 4). Measured on the 2-core machine, the whole
+ * again for each workspace (about 35 worker threads in a run instead of 3). Measured on the 2-core machine, the whole
  * run's CPU fell from 166 s to 138 s.
  */
 export default defineConfig({
