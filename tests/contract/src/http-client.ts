@@ -1,17 +1,13 @@
 /**
- * The client side of the contract suite: requests with the global `fetch` over a real socket, and the
- * assertions every answer of the API must satisfy (docs/http-api.md: the Error body, the rate-limit headers).
+ * The client side of the contract suite: requests over a real socket (http-request.ts), and the assertions every
+ * answer of the API must satisfy (docs/http-api.md: the Error body, the rate-limit headers).
  */
 import { expect } from 'vitest';
+import { httpRequest, type HttpAnswer } from './http-request.js';
 import type { RunningServer } from './servers.js';
 
-/** One answer, read completely. */
-export interface Answer {
-  status: number;
-  headers: Headers;
-  /** The body as text ('' when there is none). */
-  text: string;
-}
+/** One answer, read completely: status, headers, and the body as text ('' when there is none). */
+export type Answer = HttpAnswer;
 
 /** Options of {@link call}. */
 export interface CallOptions {
@@ -22,28 +18,21 @@ export interface CallOptions {
   headers?: Record<string, string>;
   /** JSON value sent with `Content-Type: application/json`. */
   json?: unknown;
-  /**
-   * Raw body. A string is sent with the Content-Type given in `headers` (fetch would add `text/plain`
-   * otherwise, so a string without one is sent as bytes); bytes are sent without a Content-Type.
-   */
+  /** Raw body, sent with the Content-Type given in `headers`, or none. */
   body?: string | Uint8Array<ArrayBuffer>;
 }
 
 /** Sends one request to `server` and reads the whole answer. */
 export async function call(server: RunningServer, path: string, options: CallOptions = {}): Promise<Answer> {
-  const headers = new Headers(options.headers);
-  if (options.apiKey !== undefined) headers.set('authorization', `Bearer ${options.apiKey}`);
-  let body: BodyInit | undefined;
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(options.headers ?? {})) headers[name.toLowerCase()] = value;
+  if (options.apiKey !== undefined) headers['authorization'] = `Bearer ${options.apiKey}`;
+  let body = options.body;
   if (options.json !== undefined) {
-    headers.set('content-type', 'application/json');
+    headers['content-type'] = 'application/json';
     body = JSON.stringify(options.json);
-  } else if (typeof options.body === 'string') {
-    body = headers.has('content-type') ? options.body : new TextEncoder().encode(options.body);
-  } else {
-    body = options.body;
   }
-  const response = await fetch(`${server.origin}${path}`, { method: options.method ?? 'GET', headers, body });
-  return { status: response.status, headers: response.headers, text: await response.text() };
+  return httpRequest(`${server.origin}${path}`, { method: options.method ?? 'GET', headers, body });
 }
 
 /** The answer's body parsed as JSON. */

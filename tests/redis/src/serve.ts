@@ -9,6 +9,7 @@ import { petstoreFastify } from '@petstore/adapter-fastify';
 import type { Petstore } from '@petstore/core';
 import express from 'express';
 import Fastify from 'fastify';
+import { httpRequest } from '../../contract/src/http-request.js';
 
 /** One running app instance. */
 export interface Instance {
@@ -65,12 +66,12 @@ export async function call(
   const headers: Record<string, string> = { ...init.headers };
   if (init.apiKey) headers['authorization'] = `Bearer ${init.apiKey}`;
   if (init.json !== undefined) headers['content-type'] = 'application/json';
-  const response = await fetch(`${instance.origin}${path}`, {
+  const response = await httpRequest(`${instance.origin}${path}`, {
     method: init.method ?? (init.json === undefined ? 'GET' : 'POST'),
     headers,
     ...(init.json === undefined ? {} : { body: JSON.stringify(init.json) }),
   });
-  const text = await response.text();
+  const text = response.text;
   const answerHeaders: Record<string, string> = {};
   response.headers.forEach((value, name) => {
     answerHeaders[name] = value;
