@@ -141,10 +141,10 @@ function checkAnswer(
   }
 
   // 5. No credential echoed.
-  const texts = [...Object.entries(headers).flat(), body ?? ''];
-  for (const secret of [...VALID_KEYS, ...built.secrets]) {
-    for (const text of texts) expect(text.includes(secret), `a credential appears in the answer: ${text.slice(0, 200)}`).toBe(false);
-  }
+  // One assertion over every header name, value and the body (an expect per text and secret cost more than the rest).
+  const secrets = [...VALID_KEYS, ...built.secrets];
+  const echoing = [...Object.entries(headers).flat(), body ?? ''].filter((text) => secrets.some((secret) => text.includes(secret)));
+  expect(echoing.map((text) => text.slice(0, 200)), 'header names, values or bodies with a credential in them').toEqual([]);
 
   // A streamed body is read at most once, with the body limit, and only once the request was admitted and routed.
   expect(built.reads.length, 'reads of the body').toBeLessThanOrEqual(1);

@@ -1,7 +1,18 @@
 import { spawnSync } from 'node:child_process';
 
-/** True when `binary --version` runs and exits 0 (the program is installed). Not exported from the entry. */
+/** What each binary's probe found, so that a process (a test worker) runs each probe once. */
+const answered = new Map<string, boolean>();
+
+/**
+ * True when `binary --version` runs and exits 0 (the program is installed); asked once per binary and process.
+ * Not exported from the entry.
+ */
 export function answersVersion(binary: string): boolean {
-  const probe = spawnSync(binary, ['--version'], { stdio: 'ignore', timeout: 5000 });
-  return probe.error === undefined && probe.status === 0;
+  let found = answered.get(binary);
+  if (found === undefined) {
+    const probe = spawnSync(binary, ['--version'], { stdio: 'ignore', timeout: 5000 });
+    found = probe.error === undefined && probe.status === 0;
+    answered.set(binary, found);
+  }
+  return found;
 }
