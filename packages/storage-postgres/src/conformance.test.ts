@@ -7,14 +7,17 @@ import { describe, it } from 'vitest';
 import { postgresRateLimitStore } from './rate-limit-store.js';
 import { postgresApiKeyHarness } from '../test-support/api-key-harness.js';
 import { postgresCategoryHarness } from '../test-support/category-harness.js';
-import { endPool, migratedSchema, skipPostgres } from '../test-support/postgres.js';
+import { filePool, skipPostgres, uniqueSchema } from '../test-support/postgres.js';
+import { migratePostgres } from './migrate.js';
 
 const test = { describe: describe.skipIf(skipPostgres), it };
 
 runRateLimitStoreConformance(test, {
   name: 'postgresRateLimitStore conformance',
   async createStore() {
-    const { pool, schema } = await migratedSchema('rl');
+    const pool = filePool('rate-limit store');
+    const schema = uniqueSchema('rl');
+    await migratePostgres({ pool, schema });
     const table = `"${schema}".petstore_rate_limits`;
     return {
       store: postgresRateLimitStore({ pool, schema, time: 'request' }),
@@ -29,7 +32,8 @@ runRateLimitStoreConformance(test, {
       async dropTtl(key) {
         await pool.query(`UPDATE ${table} SET expires_at_ms = NULL WHERE key = $1`, [key]);
       },
-      close: () => endPool(pool),
+      // The pool is the file's, ended after it.
+      close: async () => undefined,
     };
   },
 });

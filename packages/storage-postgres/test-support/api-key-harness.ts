@@ -8,7 +8,7 @@ import { postgresApiKeyRecordStore } from '../src/api-key-record-store.js';
 import { migratePostgres } from '../src/migrate.js';
 import { postgresApiKeysChannel } from '../src/names.js';
 import { holdTableWrites, whenCallsBlocked } from './hold-writes.js';
-import { connectPool, endPool, uniqueSchema } from './postgres.js';
+import { filePool, uniqueSchema } from './postgres.js';
 
 /** Connections of the store's pool: the parallel cases need all their calls (up to 50) inside PostgreSQL at once. */
 const STORE_CONNECTIONS = 55;
@@ -18,16 +18,12 @@ const STORE_CONNECTIONS = 55;
  * until all have opened their connections and arrived, which a busy machine may take longer than a second to do.
  */
 export async function postgresApiKeyHarness(): Promise<ApiKeyRecordStoreHarness> {
-  const pool = connectPool({ max: STORE_CONNECTIONS });
-  const control = connectPool({ max: 2 });
-  const otherPool = connectPool();
+  // The file's pools (see filePool): the store's, a small one for the hooks, and another instance's.
+  const pool = filePool('key store', { max: STORE_CONNECTIONS });
+  const control = filePool('key control', { max: 2 });
+  const otherPool = filePool('other key store');
   const schema = uniqueSchema('keys');
-  try {
-    await migratePostgres({ pool, schema });
-  } catch (error) {
-    await Promise.all([endPool(pool), endPool(control), endPool(otherPool)]);
-    throw error;
-  }
+  await migratePostgres({ pool, schema });
   const store = postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: 20_000 });
   const other = postgresApiKeyRecordStore({ pool: otherPool, schema, callTimeoutMs: 20_000 });
   const listen = `LISTEN "${postgresApiKeysChannel({ schema })}"`;
@@ -45,8 +41,8 @@ export async function postgresApiKeyHarness(): Promise<ApiKeyRecordStoreHarness>
     holdWrites: () => holdTableWrites(control, schema, 'petstore_api_keys'),
     whenBlocked: (count) => whenCallsBlocked(control, schema, count),
     async close() {
+      // The pools are the file's, ended after it.
       await Promise.all([store.close(), other.close()]);
-      await Promise.all([endPool(pool), endPool(control), endPool(otherPool)]);
     },
   };
 }

@@ -7,7 +7,7 @@ import type { CategoryStoreHarness } from '@petstore/core/testing';
 import { postgresCategoryStore } from '../src/category-store.js';
 import { postgresMigrations } from '../src/migrations.js';
 import { holdCategoryWrites, whenCallsBlocked } from './hold-writes.js';
-import { connectPool, endPool, uniqueSchema } from './postgres.js';
+import { filePool, uniqueSchema } from './postgres.js';
 
 /** Connections of the store's pool: the idempotent burst needs all its 50 calls inside PostgreSQL at once. */
 const STORE_CONNECTIONS = 55;
@@ -24,30 +24,20 @@ const STORE_CONNECTIONS = 55;
 export async function postgresCategoryHarness(
   options: { migrationSql?: (schema: string) => string[] } = {},
 ): Promise<CategoryStoreHarness> {
-  const pool = connectPool({ max: STORE_CONNECTIONS });
-  const control = connectPool({ max: 2 });
+  // The file's pools (see filePool): the store's, a small one for the hooks, and another instance's.
+  const pool = filePool('category store', { max: STORE_CONNECTIONS });
+  const control = filePool('category control', { max: 2 });
   const schema = uniqueSchema('cat');
-  try {
-    await pool.query(`CREATE SCHEMA "${schema}"`);
-    const steps = options.migrationSql?.(schema) ?? postgresMigrations({ schema }).map((migration) => migration.sql);
-    for (const sql of steps) await pool.query(sql);
-  } catch (error) {
-    await Promise.all([endPool(pool), endPool(control)]);
-    throw error;
-  }
-  const otherPools: ReturnType<typeof connectPool>[] = [];
+  await pool.query(`CREATE SCHEMA "${schema}"`);
+  const steps = options.migrationSql?.(schema) ?? postgresMigrations({ schema }).map((migration) => migration.sql);
+  for (const sql of steps) await pool.query(sql);
   return {
     store: postgresCategoryStore({ pool, schema, callTimeoutMs: 20_000 }),
     holdWrites: () => holdCategoryWrites(control, schema),
     whenBlocked: (count) => whenCallsBlocked(control, schema, count),
     // Another app instance: a pool of its own on the same schema.
-    other() {
-      const otherPool = connectPool({ max: 2 });
-      otherPools.push(otherPool);
-      return postgresCategoryStore({ pool: otherPool, schema, callTimeoutMs: 20_000 });
-    },
-    close: async () => {
-      await Promise.all([endPool(pool), endPool(control), ...otherPools.map(endPool)]);
-    },
+    other: () => postgresCategoryStore({ pool: filePool('other category store', { max: 2 }), schema, callTimeoutMs: 20_000 }),
+    // The pools are the file's, ended after it.
+    close: async () => undefined,
   };
 }
