@@ -1,14 +1,13 @@
 /**
  * The core's storage conformance suites, run against the PostgreSQL stores on a real server; each case gets a
- * freshly migrated schema of its own.
+ * migrated schema of its own, empty (test-support/postgres.ts, emptyMigratedSchema).
  */
 import { runApiKeyRecordStoreConformance, runCategoryStoreConformance, runRateLimitStoreConformance } from '@petstore/core/testing';
 import { describe, it } from 'vitest';
 import { postgresRateLimitStore } from './rate-limit-store.js';
 import { postgresApiKeyHarness } from '../test-support/api-key-harness.js';
 import { postgresCategoryHarness } from '../test-support/category-harness.js';
-import { filePool, skipPostgres, uniqueSchema } from '../test-support/postgres.js';
-import { migratePostgres } from './migrate.js';
+import { emptyMigratedSchema, filePool, skipPostgres } from '../test-support/postgres.js';
 
 const test = { describe: describe.skipIf(skipPostgres), it };
 
@@ -16,8 +15,7 @@ runRateLimitStoreConformance(test, {
   name: 'postgresRateLimitStore conformance',
   async createStore() {
     const pool = filePool('rate-limit store');
-    const schema = uniqueSchema('rl');
-    await migratePostgres({ pool, schema });
+    const schema = await emptyMigratedSchema(pool, 'rl');
     const table = `"${schema}".petstore_rate_limits`;
     return {
       store: postgresRateLimitStore({ pool, schema, time: 'request' }),

@@ -1,14 +1,14 @@
 /**
  * The PostgreSQL API-key record store as the core's conformance suite takes it (`ApiKeyRecordStoreHarness`): a store
- * on a freshly migrated schema of its own, a second instance on a pool of its own (`other`), the LISTEN sessions of
- * its watchers terminated on demand (`breakNotifications`), and its writes held at a table lock (`holdWrites`).
+ * on an empty migrated schema of its own (emptyMigratedSchema), a second instance on a pool of its own (`other`),
+ * the LISTEN sessions of its watchers terminated on demand (`breakNotifications`), and its writes held at a table
+ * lock (`holdWrites`).
  */
 import type { ApiKeyRecordStoreHarness } from '@petstore/core/testing';
 import { postgresApiKeyRecordStore } from '../src/api-key-record-store.js';
-import { migratePostgres } from '../src/migrate.js';
 import { postgresApiKeysChannel } from '../src/names.js';
 import { holdTableWrites, whenCallsBlocked } from './hold-writes.js';
-import { filePool, uniqueSchema } from './postgres.js';
+import { emptyMigratedSchema, filePool } from './postgres.js';
 
 /** Connections of the store's pool: the parallel cases need all their calls (up to 50) inside PostgreSQL at once. */
 const STORE_CONNECTIONS = 55;
@@ -22,8 +22,7 @@ export async function postgresApiKeyHarness(): Promise<ApiKeyRecordStoreHarness>
   const pool = filePool('key store', { max: STORE_CONNECTIONS });
   const control = filePool('key control', { max: 2 });
   const otherPool = filePool('other key store');
-  const schema = uniqueSchema('keys');
-  await migratePostgres({ pool, schema });
+  const schema = await emptyMigratedSchema(pool, 'keys');
   const store = postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: 20_000 });
   const other = postgresApiKeyRecordStore({ pool: otherPool, schema, callTimeoutMs: 20_000 });
   const listen = `LISTEN "${postgresApiKeysChannel({ schema })}"`;

@@ -5,16 +5,15 @@ instance on a pool of its own (`other`).
  */
 import type { CategoryStoreHarness } from '@petstore/core/testing';
 import { postgresCategoryStore } from '../src/category-store.js';
-import { postgresMigrations } from '../src/migrations.js';
 import { holdCategoryWrites, whenCallsBlocked } from './hold-writes.js';
-import { filePool, uniqueSchema } from './postgres.js';
+import { emptyMigratedSchema, filePool, uniqueSchema } from './postgres.js';
 
 /** Connections of the store's pool: the idempotent burst needs all its 50 calls inside PostgreSQL at once. */
 const STORE_CONNECTIONS = 55;
 
 /**
- * A category store on a freshly migrated schema. `migrationSql` (default: the migrations' own) answers the SQL of
- * each migration step for the schema, so a mutation check can install a changed copy.
+ * A category store on an empty migrated schema (emptyMigratedSchema). `migrationSql` answers the SQL of each
+ * migration step for a schema, so a mutation check can install a changed copy instead (on a new schema).
  *
  * `holdWrites` holds the categories table at a SHARE lock on a connection of its own; `whenBlocked(count)` polls
  * `pg_stat_activity` (on that second, small pool) until `count` of the store's calls wait on a lock. The store's
@@ -27,10 +26,15 @@ export async function postgresCategoryHarness(
   // The file's pools (see filePool): the store's, a small one for the hooks, and another instance's.
   const pool = filePool('category store', { max: STORE_CONNECTIONS });
   const control = filePool('category control', { max: 2 });
-  const schema = uniqueSchema('cat');
-  await pool.query(`CREATE SCHEMA "${schema}"`);
-  const steps = options.migrationSql?.(schema) ?? postgresMigrations({ schema }).map((migration) => migration.sql);
-  for (const sql of steps) await pool.query(sql);
+  let schema: string;
+  if (options.migrationSql === undefined) {
+    schema = await emptyMigratedSchema(pool, 'cat');
+  } else {
+    // A changed copy of the migrations: a schema of its own, never handed to another case.
+    schema = uniqueSchema('cat');
+    await pool.query(`CREATE SCHEMA "${schema}"`);
+    for (const sql of options.migrationSql(schema)) await pool.query(sql);
+  }
   return {
     store: postgresCategoryStore({ pool, schema, callTimeoutMs: 20_000 }),
     holdWrites: () => holdCategoryWrites(control, schema),

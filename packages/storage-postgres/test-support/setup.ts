@@ -1,8 +1,10 @@
 /**
  * vitest setup file (run before every test file, also where the files of a worker share their modules): after
- * each file, the pools that test-support/postgres.ts opened are ended.
+ * each test, the migrated schemas it used go to the next tests; after each file, the pools that
+ * test-support/postgres.ts opened are ended.
  */
-import { afterAll } from 'vitest';
-import { endPoolsAfterFile } from './postgres.js';
+import { afterAll, afterEach } from 'vitest';
+import { endPoolsAfterFile, releaseSchemasAfterTest } from './postgres.js';
 
+afterEach(releaseSchemasAfterTest);
 afterAll(endPoolsAfterFile);
