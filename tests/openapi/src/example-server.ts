@@ -1,7 +1,8 @@
 /**
- * Starts the real Fastify example server as a user would (`node --import tsx examples/src/fastify-server.ts`,
- * PORT=0) and stops it. The spawn logic is a copy of examples/src/spawn-example.ts, kept here so this suite
- * does not import across workspaces.
+ * Starts the real Fastify example server — its compiled build, `node examples/dist/fastify-server.js` (the build
+ * `npm test` runs first makes it from src/ with no change; examples/src/npm-start.test.ts runs the TypeScript
+ * source through `npm start`), PORT=0 — and stops it. The spawn logic is a copy of examples/src/spawn-example.ts,
+ * kept here so this suite does not import across workspaces.
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -19,11 +20,11 @@ export interface ExampleServer {
 }
 
 /**
- * Starts `examples/src/<script>` with `PORT=0`, `HOST=127.0.0.1` and `env`, and resolves once it prints where
+ * Starts the build of `examples/src/<script>` with `PORT=0`, `HOST=127.0.0.1` and `env`, and resolves once it prints where
  * it listens. Rejects when it exits first or prints no banner within 45 s.
  */
 export function startExample(script: string, env: Record<string, string>): Promise<ExampleServer> {
-  const child = spawn(process.execPath, ['--import', 'tsx', `src/${script}`], {
+  const child = spawn(process.execPath, [`dist/${script.replace(/\.ts$/, '.js')}`], {
     cwd: examplesDir,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
