@@ -47,7 +47,7 @@ const DEFAULT_CLI = 'redis-cli';
 /** The cluster bus of a node listens on its port + 10,000. */
 const BUS_PORT_OFFSET = 10_000;
 
-/** True when `binary --version` runs: `redis-cli` (or `binary`) is installed. */
+/** True when `binary --version` runs: `redis-cli` (or `binary`) is installed. Asked once per binary in a process. */
 export function isRedisCliInstalled(binary: string = DEFAULT_CLI): boolean {
   return answersVersion(binary);
 }

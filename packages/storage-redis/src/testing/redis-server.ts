@@ -57,7 +57,7 @@ export interface RedisServer {
 const DEFAULT_BINARY = 'redis-server';
 const KILL_AFTER_MS = 10_000;
 
-/** True when `binary --version` runs: the Redis server binary is installed. */
+/** True when `binary --version` runs: the Redis server binary is installed. Asked once per binary in a process. */
 export function isRedisServerInstalled(binary: string = DEFAULT_BINARY): boolean {
   return answersVersion(binary);
 }
