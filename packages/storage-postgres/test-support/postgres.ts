@@ -116,12 +116,16 @@ async function emptySchema(pool: pg.Pool, schema: string, content: MigratedConte
       await client.query(`INSERT INTO ${quoted(table)} OVERRIDING SYSTEM VALUE SELECT * FROM json_populate_recordset(NULL::${quoted(table)}, $1)`, [json]);
     }
     await client.query('COMMIT');
+    client.release();
     return true;
   } catch {
-    await client.query('ROLLBACK').catch(() => undefined);
+    // A connection that cannot even roll back is closed rather than returned to the pool (as migratePostgres does).
+    const rolledBack = await client.query('ROLLBACK').then(
+      () => true,
+      () => false,
+    );
+    client.release(!rolledBack);
     return false;
-  } finally {
-    client.release();
   }
 }
 
