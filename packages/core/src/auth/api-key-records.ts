@@ -67,12 +67,17 @@ export type ApiKeyRecordChange =
  * - `onChange(digests)`: a record changed, on this instance or any other sharing the backend; `digests` are
  *   every digest the change touched (the current and previous ones, before and after it). Cached lookups of
  *   them are stale.
+ * - `onDisconnect(error)`: the notification path broke, or can no longer be trusted (the connection closed, a
+ *   heartbeat went unanswered, the backend refused the subscription): changes may be missed until
+ *   `onReconnect()`. Called once per break, as soon as the store notices it (within seconds for the library's
+ *   stores); `error` says why, without secrets.
  * - `onReconnect()`: the notification path came back after a break; changes made during the break were not
  *   delivered, so every cached lookup is stale. Called once the watch listens again: a change made after it
  *   is delivered.
  */
 export interface ApiKeyRecordWatcher {
   onChange(digests: Uint8Array[]): void;
+  onDisconnect(error: Error): void;
   onReconnect(): void;
 }
 

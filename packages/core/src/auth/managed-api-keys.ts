@@ -362,6 +362,7 @@ export function managedApiKeys(options: ManagedApiKeysOptions): ManagedApiKeys {
   let retryTimer: ReturnType<typeof setTimeout> | undefined;
   const listener: ApiKeyRecordWatcher = {
     onChange: (digests) => forget(digests),
+    onDisconnect: () => forgetAll(),
     onReconnect: () => forgetAll(),
   };
   const startWatching = async (): Promise<void> => {

@@ -128,6 +128,7 @@ function changed(record: ApiKeyRecord, change: ApiKeyRecordChange): ApiKeyRecord
 function recordingWatcher() {
   const changes: string[][] = [];
   let reconnects = 0;
+  let disconnects = 0;
   const waiting: Array<{ done: () => boolean; resolve: () => void }> = [];
   const settle = () => {
     for (const wait of [...waiting]) {
@@ -148,6 +149,10 @@ function recordingWatcher() {
       changes.push(digests.map((digest) => hex(digest) as string));
       settle();
     },
+    onDisconnect() {
+      disconnects++;
+      settle();
+    },
     onReconnect() {
       reconnects++;
       settle();
@@ -158,6 +163,7 @@ function recordingWatcher() {
     changes,
     heard,
     reconnects: () => reconnects,
+    disconnects: () => disconnects,
     /** Resolves with the first change told at index `since` or later that names `digest`. */
     untilChangeSince: async (since: number, digest: string): Promise<string[]> => {
       const find = () => changes.slice(since).find((digests) => digests.includes(digest));
