@@ -1,6 +1,7 @@
-import { isPetstoreError } from '@petstore/core';
+import { createPetstore, isPetstoreError, staticApiKeys } from '@petstore/core';
 import { describe, expect, it } from 'vitest';
 import { memoryCategoryStore } from './category-store.js';
+import { memoryRateLimitStore } from './rate-limit-store.js';
 
 describe('memoryCategoryStore', () => {
   it('assigns increasing ids from 1 and lists in id order', async () => {
@@ -52,5 +53,32 @@ describe('memoryCategoryStore', () => {
       (created as { name: string }).name = 'Wolves';
     }).toThrow(TypeError);
     expect((await store.list())[0]?.name).toBe('Dogs');
+  });
+});
+
+describe('memoryCategoryStore after a restart', () => {
+  it("never tags another list with an earlier process's ETag: a new store's versions are its own", async () => {
+    const serve = (categories: ReturnType<typeof memoryCategoryStore>) => {
+      const petstore = createPetstore({
+        apiKeys: staticApiKeys([{ key: 'reader-key', plan: 'pro' }]),
+        categories,
+        rateLimit: { store: memoryRateLimitStore() },
+      });
+      return (headers: Record<string, string> = {}) =>
+        petstore.handle({ method: 'GET', path: '/categories', headers: { authorization: 'Bearer reader-key', ...headers } });
+    };
+    const before = memoryCategoryStore();
+    await before.create({ name: 'Dogs' });
+    const etag = (await serve(before)()).headers['etag'] as string;
+    expect(etag).toMatch(/^"[\w-]{22}"$/);
+    // The process restarts: a new store, whose first category has id 1 again.
+    const after = memoryCategoryStore();
+    await after.create({ name: 'Cats' });
+    const answer = await serve(after)({ 'if-none-match': etag });
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.body as string)).toEqual([{ id: 1, name: 'Cats' }]);
+    expect(answer.headers['etag']).not.toBe(etag);
+    // Empty stores answer the same version: their lists are the same.
+    expect(await memoryCategoryStore().listVersion()).toBe(await memoryCategoryStore().listVersion());
   });
 });

@@ -1,4 +1,5 @@
 import { PetstoreError, type Category, type CategoryPage, type CategoryStore, type IdempotentCreateRequest, type IdempotentCreateResult, type NewCategory } from '@petstore/core';
+import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 
 /** Options of {@link memoryCategoryStore}. */
@@ -24,7 +25,11 @@ export interface MemoryCategoryStore extends CategoryStore {
    * `page.limit`, ids above `page.after`, found by binary search (a page costs its size, not the list's).
    */
   list(page?: CategoryPage): Promise<readonly Category[]>;
-  /** The last id handed out, in decimal (`"0"` while empty): it changes exactly when a category is created. */
+  /**
+   * `"0"` while empty; then the last id handed out, in decimal, and this store's random epoch (`"3@k2Xw…"`): it
+   * changes exactly when a category is created, and a restarted process (a new store) never answers a version an
+   * earlier one answered for another list.
+   */
   listVersion(): Promise<string>;
   create(newCategory: NewCategory): Promise<Category>;
   createIdempotent(newCategory: NewCategory, request: IdempotentCreateRequest): Promise<IdempotentCreateResult>;
@@ -39,7 +44,7 @@ export const DEFAULT_MAX_IDEMPOTENCY_KEYS = 100_000;
 /**
  * A category store in process memory, bounded by `maxCategories`. Ids start at 1 and increase by 1 per
  * create (a safe integer, the contract's int64). Records are frozen, so callers cannot alter stored data; `list()`
- * answers one frozen array until the next create, and `listVersion()` the last id handed out. `createIdempotent` looks up the key's record and creates and
+ * answers one frozen array until the next create, and `listVersion()` the last id handed out with the store's epoch. `createIdempotent` looks up the key's record and creates and
  * records in one synchronous step, so it is atomic; records expire after the request's `retentionMs` and are
  * bounded by `maxIdempotencyKeys`.
  *
@@ -61,6 +66,9 @@ export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): M
   // Only set() and rvalues() are used, never get(): recency order stays insertion order, i.e. id order.
   const records = new LRUCache<number, Category>({ maxSize: maxCategories, sizeCalculation: () => 1 });
   let lastId = 0;
+  // Ids start again at 1 in a new store (a restarted process): the epoch keeps its versions apart from the last one's,
+  // so a client's ETag of the old list never matches a new one.
+  const epoch = randomBytes(12).toString('base64url');
   // The list as of the last create, frozen: reads between writes share one array, and the pipeline then
   // reuses the JSON it wrote for it (see CategoryStore.list) instead of serialising the same list again.
   let snapshot: readonly Category[] | undefined;
@@ -89,7 +97,7 @@ export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): M
       return categories.slice(low, page.limit === undefined ? undefined : low + page.limit);
     },
     async listVersion() {
-      return String(lastId);
+      return lastId === 0 ? '0' : `${lastId}@${epoch}`;
     },
     async create(newCategory: NewCategory) {
       return create(newCategory);

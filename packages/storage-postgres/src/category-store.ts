@@ -36,9 +36,11 @@ export interface PostgresCategoryStoreOptions extends Pick<PostgresSchemaOptions
 export interface PostgresCategoryStore extends CategoryStore {
   list(page?: CategoryPage): Promise<Category[]>;
   /**
-   * The `version` of `<categoriesTable>_list_version` in decimal: counted up in the transaction of every statement
-   * that writes the categories table, so it changes exactly when a category is created through the store, and a
-   * reader sees a new category and its version together, on every instance.
+   * The `version` of `<categoriesTable>_list_version` in decimal and the version table's OID (`"3@16423"`): the
+   * version is counted up in the transaction of every statement that writes the categories table, so it changes
+   * exactly when a category is created through the store, and a reader sees a new category and its version
+   * together, on every instance; the OID changes when the tables are made anew (dropped and migrated again,
+   * restored from a dump), so a version never names two lists.
    */
   listVersion(): Promise<string>;
 }
@@ -99,7 +101,7 @@ export function postgresCategoryStore(options: PostgresCategoryStoreOptions): Po
   const listSql = `SELECT c.id::text AS id, c.name, c.description FROM ${table} AS c ORDER BY c.id`;
   // Keyset paging on the primary key: a page reads its own rows, not the table's (LIMIT NULL: no bound).
   const pageSql = `SELECT c.id::text AS id, c.name, c.description FROM ${table} AS c WHERE c.id > $1 ORDER BY c.id LIMIT $2`;
-  const listVersionSql = `SELECT v.version::text AS version FROM ${names.listVersion} AS v`;
+  const listVersionSql = `SELECT v.version::text || '@' || v.tableoid::text AS version FROM ${names.listVersion} AS v`;
   const createSql = `INSERT INTO ${table} (name, description) VALUES ($1, $2) RETURNING id::text AS id`;
   const createIdempotentSql = `SELECT r.outcome, r.id, r.name, r.description FROM ${names.createIdempotentFunction}($1, $2, $3, $4, $5) AS r`;
   const store = 'category store';

@@ -17,9 +17,12 @@ export const CREATE_CATEGORY_COMMAND = 'petstoreCategoryCreate';
 const CREATE_CATEGORY_IDEMPOTENT_COMMAND = 'petstoreCategoryCreateIdempotent';
 
 /**
- * What both create scripts do to create: KEYS[1] = records hash, KEYS[2] = last-id counter; ARGV[1] = the
- * record's JSON, ARGV[2] = maxCategories ('' for none). Answers { 1, count } when full, { 2, lastId } when the
- * next id would pass Number.MAX_SAFE_INTEGER (both before any write), else leaves the new id in `id`.
+ * What both create scripts do to create: KEYS[1] = records hash, KEYS[2] = last-id counter, the last key = the
+ * epoch; ARGV[1] = the record's JSON, ARGV[2] = maxCategories ('' for none). Answers { 1, count } when full,
+ * { 2, lastId } when the next id would pass Number.MAX_SAFE_INTEGER (both before any write), else leaves the new
+ * id in `id`. The epoch (Redis's TIME) is written anew whenever the counter starts again at 1 (a new store, or
+ * one whose keys were lost: FLUSHALL, a restart without persistence), so a list version is never reused for
+ * another list.
  */
 const CREATE_STEP_LUA = `
 if ARGV[2] ~= '' then
@@ -30,6 +33,10 @@ local lastId = redis.call('GET', KEYS[2])
 if lastId and tonumber(lastId) >= 9007199254740991 then return { 2, lastId } end
 local id = redis.call('INCR', KEYS[2])
 redis.call('HSET', KEYS[1], id, ARGV[1])
+if id == 1 or redis.call('EXISTS', KEYS[#KEYS]) == 0 then
+  local now = redis.call('TIME')
+  redis.call('SET', KEYS[#KEYS], now[1] .. '.' .. now[2])
+end
 `;
 
 /**
@@ -40,7 +47,7 @@ const CREATE_LUA = `${CREATE_STEP_LUA}return { 0, id }
 
 /**
  * The idempotent create script. KEYS[1], KEYS[2], ARGV[1], ARGV[2] as in {@link CREATE_STEP_LUA}; KEYS[3] = the
- * idempotency record, ARGV[3] = the request's fingerprint as a JSON string (quoted), ARGV[4] = the record's
+ * idempotency record, KEYS[4] = the epoch, ARGV[3] = the request's fingerprint as a JSON string (quoted), ARGV[4] = the record's
  * retention in ms (a whole number ≥ 1, checked by the caller: a `SET` refused after the `INCR` would leave a
  * category without its record). Answers { 3, record } when the record key holds a record (Redis drops it once its
  * `PX` passes), and writes nothing; else creates as the create script does and, in the same script run, writes
@@ -86,9 +93,10 @@ return page
 export interface RedisCategoryStore extends CategoryStore {
   list(page?: CategoryPage): Promise<Category[]>;
   /**
-   * The last id handed out (`GET` of the `lastId` key, `"0"` before the first create): the create scripts `INCR` it
-   * in the same script run that writes the record, so it changes exactly when a category is created, on every
-   * instance sharing the keys at once.
+   * `"0"` before the first create; then the last id handed out and the store's epoch (`"3@1764331200.123456"`, one
+   * `MGET` of the `lastId` and `epoch` keys). The create scripts `INCR` the counter in the same script run that writes
+   * the record, so the version changes exactly when a category is created, on every instance sharing the keys at
+   * once; the epoch changes when the counter starts again (the keys were lost), so no version names two lists.
    */
   listVersion(): Promise<string>;
   create(newCategory: NewCategory): Promise<Category>;
@@ -133,6 +141,11 @@ export function categoryRedisKeys(keyPrefix: string = DEFAULT_KEY_PREFIX): {
   /** `${keyPrefix}{categories}:last-id`: the last id handed out (a string counter). */
   lastId: string;
   /**
+   * `${keyPrefix}{categories}:epoch`: Redis's `TIME` (`seconds.microseconds`) when the counter last started at 1,
+   * part of the list version.
+   */
+  epoch: string;
+  /**
    * The key of the idempotency record of `key` (an `IdempotentCreateRequest.key`, 64 hex characters):
    * `${keyPrefix}{categories}:idempotency:${key}`, a string with a TTL of the request's `retentionMs`.
    */
@@ -140,17 +153,18 @@ export function categoryRedisKeys(keyPrefix: string = DEFAULT_KEY_PREFIX): {
 } {
   const records = `${keyPrefix}{categories}`;
   const idempotencyPrefix = `${records}:idempotency:`;
-  return { records, lastId: `${records}:last-id`, idempotency: (key: string) => `${idempotencyPrefix}${key}` };
+  return { records, lastId: `${records}:last-id`, epoch: `${records}:epoch`, idempotency: (key: string) => `${idempotencyPrefix}${key}` };
 }
 
 type ListPageCommand = (records: string, lastId: string, after: string, limit: string) => Promise<string[]>;
 type CreateReply = [status: 0 | 1 | 2, value: number | string];
-type CreateCommand = (records: string, lastId: string, json: string, maxCategories: string) => Promise<CreateReply>;
+type CreateCommand = (records: string, lastId: string, epoch: string, json: string, maxCategories: string) => Promise<CreateReply>;
 type CreateIdempotentReply = CreateReply | [status: 3, record: string];
 type CreateIdempotentCommand = (
   records: string,
   lastId: string,
   idempotencyRecord: string,
+  epoch: string,
   json: string,
   maxCategories: string,
   fingerprintJson: string,
@@ -164,6 +178,7 @@ type CreateIdempotentCommand = (
  * - `${keyPrefix}{categories}`: a hash, field = id in decimal, value = JSON `{"name":…,"description":…}`
  *   (no `description` key when the category has none);
  * - `${keyPrefix}{categories}:last-id`: the last id handed out (a string counter, `INCR`ed);
+ * - `${keyPrefix}{categories}:epoch`: Redis's `TIME` when the counter last started at 1;
  * - `${keyPrefix}{categories}:idempotency:${request.key}`: the record of one `createIdempotent`, a string
  *   `{"fingerprint":…,"id":…,"category":{"name":…,"description":…}}` with a TTL (`PX`) of the request's
  *   `retentionMs`: Redis deletes it then, and the key creates again.
@@ -182,8 +197,8 @@ type CreateIdempotentCommand = (
  * category and its record are written together or not at all, and parallel calls with one key create one
  * category (the others answer `replayed`). `list()` is one `HGETALL`, sorted by id (ascending); a page
 (`list({ limit, after })`) is one Lua script that `HGET`s the ids above `after` in order up to `limit` records (the
-ids are dense: every id up to the counter has its record, unless deleted by hand). `listVersion()` is one `GET` of
-the counter: it changes with every create, in the create's own script run.
+ids are dense: every id up to the counter has its record, unless deleted by hand). `listVersion()` is one `MGET` of
+the counter and the epoch: it changes with every create, in the create's own script run.
  *
  * Errors (every method):
  * - `PetstoreError('service_unavailable', …, { retryAfterSeconds: 5, cause })` (503 with `Retry-After`) when
@@ -218,8 +233,8 @@ export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCat
   }
   const keys = categoryRedisKeys(keyPrefix);
   const maxCategoriesArg = maxCategories === undefined ? '' : String(maxCategories);
-  client.defineCommand(CREATE_CATEGORY_COMMAND, { numberOfKeys: 2, lua: CREATE_LUA });
-  client.defineCommand(CREATE_CATEGORY_IDEMPOTENT_COMMAND, { numberOfKeys: 3, lua: CREATE_IDEMPOTENT_LUA });
+  client.defineCommand(CREATE_CATEGORY_COMMAND, { numberOfKeys: 3, lua: CREATE_LUA });
+  client.defineCommand(CREATE_CATEGORY_IDEMPOTENT_COMMAND, { numberOfKeys: 4, lua: CREATE_IDEMPOTENT_LUA });
   client.defineCommand(LIST_PAGE_COMMAND, { numberOfKeys: 2, lua: LIST_PAGE_LUA });
   const commands = client as unknown as Record<string, CreateCommand & CreateIdempotentCommand & ListPageCommand>;
   const listPageCommand = commands[LIST_PAGE_COMMAND] as ListPageCommand;
@@ -273,12 +288,13 @@ export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCat
       return categories;
     },
     async listVersion() {
-      return (await call('list version', () => client.get(keys.lastId))) ?? '0';
+      const [lastId, epoch] = await call('list version', () => client.mget(keys.lastId, keys.epoch));
+      return lastId === null ? '0' : `${lastId}@${epoch ?? ''}`;
     },
     async create(newCategory: NewCategory) {
       const record = recordOf(newCategory);
       const [status, value] = await call('create', () =>
-        createCommand.call(client, keys.records, keys.lastId, JSON.stringify(record), maxCategoriesArg),
+        createCommand.call(client, keys.records, keys.lastId, keys.epoch, JSON.stringify(record), maxCategoriesArg),
       );
       return created(status, value, record);
     },
@@ -294,6 +310,7 @@ export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCat
           keys.records,
           keys.lastId,
           keys.idempotency(request.key),
+          keys.epoch,
           JSON.stringify(record),
           maxCategoriesArg,
           JSON.stringify(request.fingerprint),

@@ -129,7 +129,9 @@ describe.skipIf(skipCluster)('the Redis stores on a 3-master Redis Cluster', () 
       const keys = categoryRedisKeys(prefix);
       const recordsSlot = await keySlot(admin, keys.records);
       const sameSlot =
-        recordsSlot === (await keySlot(admin, keys.lastId)) && recordsSlot === (await keySlot(admin, keys.idempotency('0a1b2c')));
+        recordsSlot === (await keySlot(admin, keys.lastId)) &&
+        recordsSlot === (await keySlot(admin, keys.epoch)) &&
+        recordsSlot === (await keySlot(admin, keys.idempotency('0a1b2c')));
       let accepted = true;
       try {
         redisCategoryStore({ client: lazy, keyPrefix: prefix });

@@ -72,6 +72,28 @@ describe('GET /categories: ETag and If-None-Match', () => {
     }
   });
 
+  it('answers 200 for a malformed If-None-Match even when it holds the current tag', async () => {
+    for (const listVersion of [true, false]) {
+      const { get } = await seeded(1, { listVersion });
+      const etag = (await get('/categories')).headers['etag'] as string;
+      for (const value of [`${etag} garbage`, `${etag}, garbage`, `${etag} ${etag}`, `garbage, ${etag}`, `${etag},"unterminated`, `${etag};q=1`]) {
+        const answer = await get('/categories', { 'if-none-match': value });
+        expect([value, answer.status]).toEqual([value, 200]);
+      }
+    }
+  });
+
+  it('answers 304 without the Link of the page, with or without a list version', async () => {
+    for (const listVersion of [true, false]) {
+      const { get } = await seeded(5, { listVersion });
+      const page = await get('/categories?limit=2');
+      expect(page.headers['link']).toBe('<?limit=2&after=2>; rel="next"');
+      const notModified = await get('/categories?limit=2', { 'if-none-match': page.headers['etag'] as string });
+      expect(notModified.status).toBe(304);
+      expect(Object.keys(notModified.headers)).not.toContain('link');
+    }
+  });
+
   it('answers a current tag without reading the list, and an unchanged list without reading it again', async () => {
     const { list, listVersion, get } = await seeded(3);
     const first = await get('/categories');

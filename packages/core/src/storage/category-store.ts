@@ -53,7 +53,9 @@ export interface CategoryPage {
  *   new array after a change), or an unfrozen one.
  * - `listVersion()` (optional) answers a token that changes when, and only when, a category is created: two
  *   calls answer the same token exactly when no category was created in between (by any process sharing the
- *   store). 1 to 128 characters, any text; opaque to the library, which never shows it to clients (ETags are
+ *   store), and a token never names two different lists over the store's whole life: a store that can start
+ *   again or lose its data (a new process, a flushed Redis, tables made anew) adds an epoch to it, so a client's
+ *   tag from before never matches another list. 1 to 128 characters, any text; opaque to the library, which never shows it to clients (ETags are
  *   derived from it). A token must be visible no earlier than its category: once `listVersion()` has answered a
  *   token, a `list()` that starts after it answers every category created before that token. With it, the
  *   library answers `If-None-Match` with 304 after reading only the token, and keeps the JSON of the full list
