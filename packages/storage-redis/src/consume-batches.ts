@@ -14,7 +14,7 @@
 import { ReplyError, type Cluster, type Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { CONSUME_LUA } from './rate-limit-script.js';
-import { NotARecordError, type WithDeadline } from './redis-call.js';
+import { NotARecordError, RedisTimeoutError, type WithDeadline } from './redis-call.js';
 
 /** Name under which the consume script is defined on the client (`client.defineCommand`). */
 export const CONSUME_COMMAND = 'petstoreRateLimitConsume';
@@ -41,6 +41,9 @@ export interface ConsumeDecision {
 
 const WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value';
 
+/** The script's answer (after its clock) when the batch's deadline had passed: nothing read or written. */
+const EXPIRED = -1;
+
 /** One consume of a batch: the key, its policy, its cost (units), its ban subject and (request mode) its time. */
 interface Pending {
   redisKey: string;
@@ -63,8 +66,15 @@ type ScriptCall = (numberOfKeys: number, ...args: string[]) => Promise<number[]>
  *
  * On a `Cluster` client the consumes are batched per hash slot (a script's keys must share one), computed
  * on the full key (the client's own `keyPrefix` first), as ioredis routes it.
+ *
+ * Each call carries its deadline (when it is sent, plus `callTimeoutMs`: the instant the caller answers it 503) on
+ * Redis's clock, and a script that runs past it charges nothing (a call held by a paused or overloaded Redis, or in
+ * ioredis's offline queue). The offset of Redis's clock is taken from the last reply (its `TIME` minus this
+ * process's clock when the reply came: an offset that errs only early, by the reply's travel). A batch Redis finds
+ * expired while this process still waits (the clocks disagreed: the first call, a host clock that jumped, a blocked
+ * event loop) is sent once more, with the offset of that reply, within the time left.
  */
-export function createConsumeBatches(client: Redis | Cluster, time: 'server' | 'request', withDeadline: WithDeadline) {
+export function createConsumeBatches(client: Redis | Cluster, time: 'server' | 'request', callTimeoutMs: number, withDeadline: WithDeadline) {
   client.defineCommand(CONSUME_COMMAND, { lua: CONSUME_LUA });
   const script = (client as unknown as Record<string, ScriptCall>)[CONSUME_COMMAND] as ScriptCall;
   const clientPrefix = client.options.keyPrefix ?? '';
@@ -72,6 +82,8 @@ export function createConsumeBatches(client: Redis | Cluster, time: 'server' | '
   /** Batches waiting for the end of this turn, by hash slot. */
   const waiting = new Map<number, Pending[]>();
   let scheduled = false;
+  /** Redis's clock minus this process's (ms), from the last reply; 0 until one came. */
+  let offsetMs = 0;
 
   const flushAll = () => {
     scheduled = false;
@@ -79,7 +91,11 @@ export function createConsumeBatches(client: Redis | Cluster, time: 'server' | '
     waiting.clear();
   };
 
-  function send(batch: Pending[]): void {
+  /**
+   * Sends `batch`, whose caller gives up at `deadlineAtMs` (this process's clock, Unix epoch ms); `retried`: the
+   * second try after an expired answer.
+   */
+  function send(batch: Pending[], deadlineAtMs = Date.now() + callTimeoutMs, retried = false): void {
     const policyNumbers = new Map<PolicyArguments, number>();
     const policyArgs: string[] = [];
     const itemArgs: string[] = [];
@@ -95,8 +111,17 @@ export function createConsumeBatches(client: Redis | Cluster, time: 'server' | '
       itemArgs.push(String(number), String(item.cost), item.banSubject);
       if (time === 'request') itemArgs.push(String(item.nowMs));
     }
-    withDeadline(script.call(client, keys.length, ...keys, time, String(policyNumbers.size), ...policyArgs, ...itemArgs)).then(
+    const deadlineMs = String(deadlineAtMs + offsetMs);
+    const call = script.call(client, keys.length, ...keys, time, deadlineMs, String(policyNumbers.size), ...policyArgs, ...itemArgs);
+    withDeadline(call, retried ? Math.max(1, deadlineAtMs - Date.now()) : callTimeoutMs).then(
       (reply) => {
+        const receivedAtMs = Date.now();
+        offsetMs = (reply[0] as number) - receivedAtMs;
+        if (reply[1] === EXPIRED) {
+          if (!retried && receivedAtMs < deadlineAtMs) send(batch, deadlineAtMs, true);
+          else for (const item of batch) item.reject(new RedisTimeoutError(callTimeoutMs));
+          return;
+        }
         let offset = 1;
         for (const item of batch) {
           const outcome = reply[offset] as number;

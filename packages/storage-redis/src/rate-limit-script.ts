@@ -9,7 +9,10 @@
  *             Cluster all share one hash slot). Each holds one string value: the record (layout below).
  * ARGV[1]     'server' (decide at Redis's clock, TIME, read once for the batch) or 'request' (each consume
  *             brings its own nowMs).
- * ARGV[2]     P, the number of distinct policies in the batch; then three arguments per policy:
+ * ARGV[2]     the caller's deadline, Unix epoch ms on Redis's clock: when TIME reads it or later, the caller has
+ *             given up on the batch (answered it 503), so the script reads and writes nothing and answers
+ *             "expired". Checked once, first: a script runs alone, so nothing after the check waits.
+ * ARGV[3]     P, the number of distinct policies in the batch; then three arguments per policy:
  *             - the windows' signature: `[[name, limit, windowMs], …]` as JSON, in request order (stored as it
  *               is, so the record tells what each window was last charged with);
  *             - the `struct` format of the record's numbers for these windows: '<BI4' then 2n 'd';
@@ -30,7 +33,8 @@
  * batch see the record the earlier ones left. Every write sets the key's expiry to the latest instant its record
  * still matters (window resets, ban ends, rejection-interval ends), so a key that lost its TTL gets it back.
  *
- * Returns a flat array of integers: nowMs (server mode; 0 in request mode), then per consume { outcome,
+ * Returns a flat array of integers: Redis's clock (TIME, Unix epoch ms), then `-1` alone when the deadline had
+ * passed, else per consume { outcome,
  * bannedUntilMs, used_1, …, used_n } with outcome 0 = allowed, 1 = rate_limited, 2 = banned, 3 = the key holds
  * a value of another type, 4 = the key holds a string that is not a record (nothing read or written for it in
  * both cases), and the used count of each window in request order (the client derives each window's reset
@@ -55,17 +59,17 @@ export const CONSUME_LUA = `
 local call, tonumber, sub, byte, max = redis.call, tonumber, string.sub, string.byte, math.max
 local unpackStruct, packStruct = struct.unpack, struct.pack
 local serverTime = ARGV[1] == 'server'
-local now = 0
-if serverTime then
-  local t = call('TIME')
-  now = t[1] * 1000 + math.floor(t[2] / 1000)
-end
+local t = call('TIME')
+local clock = t[1] * 1000 + math.floor(t[2] / 1000)
+-- The caller gave up on this batch: charge nothing.
+if clock >= tonumber(ARGV[2]) then return { clock, -1 } end
+local now = serverTime and clock or 0
 
 -- policies[p] = { signature, format, { n, banThreshold, banInterval, banDuration, limits…, windowMs… } }
-local policyCount = tonumber(ARGV[2])
+local policyCount = tonumber(ARGV[3])
 local policies = {}
 for p = 1, policyCount do
-  policies[p] = { ARGV[3 * p], ARGV[3 * p + 1], cjson.decode(ARGV[3 * p + 2]) }
+  policies[p] = { ARGV[3 * p + 1], ARGV[3 * p + 2], cjson.decode(ARGV[3 * p + 3]) }
 end
 
 -- A record: { sig, format, st = { n, #sig, starts…, counts… }, bans = { subject, rejection start,
@@ -209,9 +213,9 @@ end
 
 -- Per key in the batch: its record (3 or 4: not readable), whether it must be written, and its expiry (PX).
 local records, dirty, ttl, keys = {}, {}, {}, {}
-local reply, r = { now }, 1
+local reply, r = { clock }, 1
 local used = {}
-local arg = 3 + 3 * policyCount
+local arg = 4 + 3 * policyCount
 for k = 1, #KEYS do
   local key, policy = KEYS[k], policies[tonumber(ARGV[arg])]
   local cost, subject, itemNow = tonumber(ARGV[arg + 1]), ARGV[arg + 2], now

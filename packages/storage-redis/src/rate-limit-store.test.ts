@@ -25,6 +25,7 @@ import {
   track,
   uniquePrefix,
 } from '../test-support/redis.js';
+import { isRedisServerInstalled, startRedisServer } from './testing/redis-server.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const BAN: BanPolicy = { rejectedThreshold: 3, intervalMs: MINUTE_MS, durationMs: 10 * MINUTE_MS };
@@ -759,6 +760,60 @@ describe('redisRateLimitStore when Redis fails', () => {
     await vi.advanceTimersByTimeAsync(1);
     expect(isPetstoreError(await failure) && (await failure as Error & { code: string }).code).toBe('service_unavailable');
     expect(((await failure) as Error).cause).toMatchObject({ name: 'RedisTimeoutError', callTimeoutMs: 200 });
+  });
+
+  it.skipIf(!isRedisServerInstalled())('charges nothing for consumes answered 503 while Redis was paused, when their scripts run later', async () => {
+    // A server of its own, stopped (SIGSTOP) while consumes wait for it past callTimeoutMs, then continued: their
+    // scripts run then, past the deadline they carry, and must charge nothing (used units == admitted units).
+    const server = await startRedisServer();
+    const client = track(new Redis(server.url));
+    const pid = Number(/^process_id:(\d+)/m.exec(await client.info('server'))?.[1]);
+    expect(pid).toBeGreaterThan(0);
+    try {
+      const store = redisRateLimitStore({ client, callTimeoutMs: 100, blockCache: false });
+      const windows = minuteAndDay(100, 1000);
+      // Admitted: the script is loaded and the store has seen Redis's clock.
+      expect((await store.consume('anon:paused', at(T0, windows))).allowed).toBe(true);
+      process.kill(pid, 'SIGSTOP');
+      const first = [1, 2, 3].map(() => store.consume('anon:paused', at(T0, windows)));
+      await new Promise((resolve) => setImmediate(resolve)); // a second batch, from the next turn
+      const failures = await Promise.all(
+        [...first, ...[1, 2].map(() => store.consume('anon:paused', at(T0, windows)))].map((call) =>
+          call.then(() => expect.fail('expected the consume to fail'), (error: unknown) => error),
+        ),
+      );
+      for (const failure of failures) {
+        expect(isPetstoreError(failure) && failure.code).toBe('service_unavailable');
+        expect((failure as Error).cause).toMatchObject({ name: 'RedisTimeoutError' });
+      }
+      process.kill(pid, 'SIGCONT');
+      // Redis runs one connection's commands in order: this peek runs after the five paused scripts.
+      const snapshot = await redisRateLimitStore({ client, callTimeoutMs: 10_000 }).peek('anon:paused', T0);
+      expect(snapshot.windows.map((window) => [window.name, window.used])).toEqual([
+        ['minute', 1],
+        ['day', 1],
+      ]);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+      await server.stop();
+    }
+  });
+
+  it('sends a batch once more when Redis answers that its deadline passed while the caller still waits (clocks that disagree)', async () => {
+    // This process's clock an hour behind Redis's: the first call's deadline reads as long past on Redis, which
+    // charges nothing and shows its clock; the batch goes again with that offset and is decided once.
+    const { store, client, keyPrefix } = newStore({ blockCache: false });
+    const redisNow = await redisNowMs(client);
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(redisNow - 3_600_000);
+    const results = await Promise.all([store.consume('key:skewed', at(T0, minuteAndDay(5, 5))), store.consume('key:skewed', at(T0, minuteAndDay(5, 5)))]);
+    expect(results.map((result) => [outcome(result), used(result, 'minute')])).toEqual([
+      ['allowed', 1],
+      ['allowed', 2],
+    ]);
+    vi.setSystemTime(redisNow + 3_600_000); // an hour ahead: the deadline is late, never early
+    expect(used(await store.consume('key:skewed', at(T0, minuteAndDay(5, 5))), 'minute')).toBe(3);
+    expect((await readRateLimitState(client, rateLimitRedisKey('key:skewed', keyPrefix)))?.counters.minute?.count).toBe(3);
   });
 
   it("turns into the engine's fail-closed 503 with Retry-After", async () => {

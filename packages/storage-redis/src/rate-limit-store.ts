@@ -52,7 +52,8 @@ export interface RedisRateLimitStoreOptions {
   /**
    * Deadline of one store call (consume, peek, reset) in ms: past it the promise rejects with
    * `service_unavailable` (cause: a {@link RedisTimeoutError}; for a consume, the engine's `onStoreFailure` policy
-   * decides what the caller gets). Default 1000 ({@link DEFAULT_CALL_TIMEOUT_MS}).
+   * decides what the caller gets). A consume's script that Redis runs past this deadline charges nothing. Default
+   * 1000 ({@link DEFAULT_CALL_TIMEOUT_MS}).
    */
   callTimeoutMs?: number;
   /**
@@ -162,7 +163,10 @@ export function rateLimitRedisKey(key: string, keyPrefix: string = DEFAULT_KEY_P
  * `PetstoreError('service_unavailable')` when Redis is unreachable, slow or temporarily refusing (loading,
  * failing over), else a plain Error; either has the original failure as `cause`. It never answers "allowed"
  * on a failure: the engine's `onStoreFailure` policy turns the rejection into 503 or fail-open. A consume that
- * timed out may still be applied by Redis later (one request charged without an answer).
+ * timed out is not charged: its call carries the deadline (on Redis's clock, from the offset the last reply
+ * showed), and a script that Redis runs later (a paused or overloaded server, a call held in ioredis's offline
+ * queue) reads and writes nothing. What is left is a script that runs just before the deadline whose answer
+ * arrives after it: about one reply's travel.
  *
  * A key that holds another type of value (`WRONGTYPE`: the prefix collides with the host's own data), or a
  * string that is not a record (cause: `NotARecordError`), fails its own consume with a plain Error and nothing
@@ -189,7 +193,7 @@ export function redisRateLimitStore(options: RedisRateLimitStoreOptions): RedisR
   if (time !== 'server' && time !== 'request') throw new TypeError(`time must be 'server' or 'request', got ${String(time)}`);
   const blocked = createBlockCache(options.blockCache ?? {}, time);
   const withDeadline = createDeadline(callTimeoutMs);
-  const consumeInBatch = createConsumeBatches(client, time, withDeadline);
+  const consumeInBatch = createConsumeBatches(client, time, callTimeoutMs, withDeadline);
   type PeekCall = (redisKey: string) => Promise<[Buffer, Buffer, Buffer | null]>;
   let peekScript: PeekCall | undefined;
   if (time === 'server') {

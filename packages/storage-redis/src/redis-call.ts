@@ -18,7 +18,9 @@ const TRANSIENT_REPLY_PREFIXES = ['LOADING', 'BUSY', 'READONLY', 'MASTERDOWN', '
 
 /**
  * The cause of a store failure when Redis did not answer within the deadline. The command may still run
- * later on the server: a timed-out consume may have been charged, a timed-out create may have been written.
+ * later on the server: a timed-out create may have been written. A timed-out consume is not charged: its script
+ * carries the deadline and, run past it, charges nothing (it is also this error's cause when Redis answered that
+ * its deadline had passed).
  */
 export class RedisTimeoutError extends Error {
   override readonly name = 'RedisTimeoutError';
@@ -64,8 +66,11 @@ export function tagKeysShareSlot(fullPrefix: string): boolean {
   return open === -1 || fullPrefix[open + 1] !== '}';
 }
 
-/** Runs one Redis call under the deadline of {@link createDeadline}. */
-export type WithDeadline = <T>(call: Promise<T>) => Promise<T>;
+/**
+ * Runs one Redis call under the deadline of {@link createDeadline}: `callTimeoutMs` from now, or `timeoutMs` when
+ * given (what is left of a deadline that started earlier).
+ */
+export type WithDeadline = <T>(call: Promise<T>, timeoutMs?: number) => Promise<T>;
 
 /**
  * Deadlines of `callTimeoutMs` for a store's calls: each call rejects with {@link RedisTimeoutError} when the
@@ -75,9 +80,9 @@ export type WithDeadline = <T>(call: Promise<T>) => Promise<T>;
  * host's client, which the store does not change; set it too if every command should have one.)
  */
 export function createDeadline(callTimeoutMs: number): WithDeadline {
-  return <T>(call: Promise<T>) =>
+  return <T>(call: Promise<T>, timeoutMs = callTimeoutMs) =>
     new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new RedisTimeoutError(callTimeoutMs)), callTimeoutMs);
+      const timer = setTimeout(() => reject(new RedisTimeoutError(callTimeoutMs)), timeoutMs);
       timer.unref();
       call.then(
         (value) => {
