@@ -36,7 +36,7 @@ import { createCategoryOperations } from './category-operations.js';
 import { deprecationHeaders, isGone } from './deprecation.js';
 import { handleFetch } from './fetch.js';
 import { createHostOperations } from './host-operations.js';
-import { OPERATIONS, matchRoute, type OperationDefinition } from './operations.js';
+import { OPERATIONS, matchRoute, pathnameOf, type OperationDefinition } from './operations.js';
 import { resolveOptions, type PetstoreOptions } from './petstore-options.js';
 import type { PetstoreRequest, PetstoreResponse } from './types.js';
 
@@ -105,8 +105,15 @@ export function createPetstore(options: PetstoreOptions): Petstore {
   // The route template of each operation with the prefix, for the request channel.
   const routeTemplates = new Map(OPERATIONS.map((operation) => [operation.operationId, `${resolved.prefix}${operation.path}`] as const));
 
+  // The reference page's routes: the page, and every file below it under one template (a bounded set of labels).
+  const docsRoute = `${resolved.prefix}/docs`;
+  const docsFileRoute = `${resolved.prefix}/docs/{file}`;
+
   /** The request channel's context of a request: what routing tells before the pipeline runs. */
   function traceContext(request: PetstoreRequest): PetstoreRequestContext {
+    if (docs?.owns(request.path) === true) {
+      return { method: request.method, operationId: undefined, route: pathnameOf(request.path) === '/docs' ? docsRoute : docsFileRoute };
+    }
     let operation: OperationDefinition | undefined;
     try {
       const route = matchRoute(request.method, request.path);
@@ -136,7 +143,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     try {
       // The reference page (option `docs`): public, and charged like the description (docs/reference-page.md).
       if (docs?.owns(request.path) === true) {
-        const admitted = await admit(request, true, costs.getOpenApiDocument);
+        const admitted = await admit(request, true, costs.getOpenApiDocument, trace);
         return 'response' in admitted ? admitted.response : docs.answer(request.path, request.method, admitted.headers);
       }
       const route = matchRoute(request.method, request.path);
