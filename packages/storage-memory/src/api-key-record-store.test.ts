@@ -1,4 +1,5 @@
-import { hashApiKey, isPetstoreError, type ApiKeyRecord } from '@petstore/core';
+import { hashApiKey, isPetstoreError, managedApiKeys, type ApiKeyRecord } from '@petstore/core';
+import { fakeClock } from '@petstore/core/testing';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_MAX_API_KEY_RECORDS, memoryApiKeyRecordStore } from './api-key-record-store.js';
 
@@ -62,14 +63,42 @@ describe('memoryApiKeyRecordStore', () => {
       onChange: () => {
         throw new Error('a broken watcher');
       },
-      onReconnect: () => undefined,
+      onDisconnect: () => undefined, onReconnect: () => undefined,
     });
-    await store.watch({ onChange: (digests) => told.push(digests.map((digest) => Buffer.from(digest).toString('hex'))), onReconnect: () => undefined });
+    await store.watch({ onChange: (digests) => told.push(digests.map((digest) => Buffer.from(digest).toString('hex'))), onDisconnect: () => undefined, onReconnect: () => undefined });
     const created = record('key_b');
     await store.create(created);
     expect(told).toEqual([[Buffer.from(created.digest).toString('hex')]]);
     const revoked = await store.update('key_b', { kind: 'revoke', nowMs: T0 + 1 });
     expect(revoked?.revokedAtMs).toBe(T0 + 1);
     expect(told).toHaveLength(2);
+  });
+});
+
+describe('memoryApiKeyRecordStore under managedApiKeys: maxRecords counts live keys, purge frees the rest', () => {
+  const DAY_MS = 24 * 3_600_000;
+
+  it('maxRecords 2: after two revokes a third key is issued; purge removes revoked and expired keys past the retention', async () => {
+    const clock = fakeClock(T0);
+    const store = memoryApiKeyRecordStore({ maxRecords: 2 });
+    const keys = managedApiKeys({ store, clock });
+    const first = await keys.issue({ accountId: 'acct_1', plan: 'free' });
+    const second = await keys.issue({ accountId: 'acct_1', plan: 'free', expiresInMs: DAY_MS });
+    await expect(keys.issue({ accountId: 'acct_1', plan: 'free' })).rejects.toMatchObject({ code: 'storage_full' });
+    await keys.revoke(first.keyId);
+    await keys.revoke(second.keyId);
+    const third = await keys.issue({ accountId: 'acct_1', plan: 'free', expiresInMs: DAY_MS });
+    expect(store.size).toBe(3);
+
+    clock.advance(2 * DAY_MS); // the third key expired a day ago; the first two were revoked two days ago
+    expect(await keys.purge({ olderThanMs: 2 * DAY_MS + 1 })).toEqual({ removed: 0, beforeMs: T0 - 1 });
+    expect(await keys.purge({ olderThanMs: 2 * DAY_MS })).toEqual({ removed: 2, beforeMs: T0 });
+    expect(await keys.get(first.keyId)).toBeUndefined();
+    expect((await keys.list()).keys.map((key) => key.keyId)).toEqual([third.keyId]);
+    expect(await keys.purge({ olderThanMs: 0 })).toEqual({ removed: 1, beforeMs: T0 + 2 * DAY_MS });
+    expect(store.size).toBe(0);
+    expect(await keys.findPrincipal(hashApiKey(first.key))).toBeUndefined();
+    await expect(keys.purge({ olderThanMs: -1 })).rejects.toThrow(TypeError);
+    await keys.close();
   });
 });

@@ -3,16 +3,18 @@ import { PetstoreError, type ApiKeyRecord, type ApiKeyRecordChange, type ApiKeyR
 /** Options of {@link memoryApiKeyRecordStore}. */
 export interface MemoryApiKeyRecordStoreOptions {
   /**
-   * Most records held. A create beyond it is refused with `storage_full` and writes nothing: a key record is
-   * data, so it is never evicted (revoked records count too). Default 100,000.
+   * Most live records held: those neither revoked nor expired at the new record's `createdAtMs`. A create
+   * beyond it is refused with `storage_full` and writes nothing: a key record is data, so it is never evicted.
+   * Revoked and expired records do not count; `purge` removes them. Default 100,000.
    */
   maxRecords?: number;
 }
 
 /** An {@link ApiKeyRecordStore} in process memory, with its number of records. */
 export interface MemoryApiKeyRecordStore extends ApiKeyRecordStore {
-  /** Records held, revoked and expired ones included. */
+  /** Records held, revoked and expired ones included (until `purge` removes them). */
   readonly size: number;
+  purge(options: { beforeMs: number }): Promise<number>;
   watch(listener: ApiKeyRecordWatcher): Promise<{ close(): Promise<void> }>;
 }
 
@@ -35,6 +37,16 @@ function copyOf(record: ApiKeyRecord): ApiKeyRecord {
 
 /** The digests a record is found by. */
 const digestsOf = (record: ApiKeyRecord): Uint8Array[] => (record.previousDigest === undefined ? [record.digest] : [record.digest, record.previousDigest]);
+
+/** Whether a record is neither revoked nor expired at `nowMs` (what counts towards `maxRecords`). */
+const isLive = (record: ApiKeyRecord, nowMs: number): boolean =>
+  record.revokedAtMs === undefined && (record.expiresAtMs === undefined || record.expiresAtMs > nowMs);
+
+/** Removes `keyId` from the sorted `keyIds`, if there. */
+function removeSorted(keyIds: string[], keyId: string): void {
+  const index = firstAfter(keyIds, keyId) - 1;
+  if (index >= 0 && keyIds[index] === keyId) keyIds.splice(index, 1);
+}
 
 /** The record after `change` (the contract's rules), or `record` itself when nothing changes. */
 function applyChange(record: ApiKeyRecord, change: ApiKeyRecordChange): ApiKeyRecord {
@@ -117,6 +129,12 @@ export function memoryApiKeyRecordStore(options: MemoryApiKeyRecordStoreOptions 
     }
   };
 
+  const countLive = (nowMs: number): number => {
+    let live = 0;
+    for (const record of records.values()) if (isLive(record, nowMs)) live++;
+    return live;
+  };
+
   return {
     backend: 'memory',
     get size() {
@@ -126,7 +144,8 @@ export function memoryApiKeyRecordStore(options: MemoryApiKeyRecordStoreOptions 
       if (records.has(record.keyId) || keyIdByDigest.has(hex(record.digest))) {
         throw new PetstoreError('internal_error', 'An API key record with this keyId or digest exists; nothing was written.');
       }
-      if (records.size >= maxRecords) {
+      // Counting live records costs a scan, so only when the store holds maxRecords in all.
+      if (records.size >= maxRecords && countLive(record.createdAtMs) >= maxRecords) {
         throw new PetstoreError('storage_full', `The API key store holds its maximum of ${maxRecords} records; nothing was written.`);
       }
       const stored = copyOf(record);
@@ -165,6 +184,31 @@ export function memoryApiKeyRecordStore(options: MemoryApiKeyRecordStoreOptions 
         tell([...digestsOf(before), ...(after.digest === before.digest ? [] : [after.digest])]);
       }
       return copyOf(after);
+    },
+    async purge(purgeOptions) {
+      const beforeMs = purgeOptions?.beforeMs;
+      if (typeof beforeMs !== 'number' || !Number.isSafeInteger(beforeMs)) {
+        throw new TypeError(`purge: beforeMs must be a whole number of ms (Unix epoch), got ${String(beforeMs)}`);
+      }
+      const removed: ApiKeyRecord[] = [];
+      for (const record of records.values()) {
+        const dead = (record.revokedAtMs !== undefined && record.revokedAtMs <= beforeMs) || (record.expiresAtMs !== undefined && record.expiresAtMs <= beforeMs);
+        if (dead) removed.push(record);
+      }
+      for (const record of removed) {
+        records.delete(record.keyId);
+        for (const digest of digestsOf(record)) {
+          if (keyIdByDigest.get(hex(digest)) === record.keyId) keyIdByDigest.delete(hex(digest));
+        }
+        removeSorted(sortedKeyIds, record.keyId);
+        const ofAccount = sortedKeyIdsByAccount.get(record.accountId);
+        if (ofAccount !== undefined) {
+          removeSorted(ofAccount, record.keyId);
+          if (ofAccount.length === 0) sortedKeyIdsByAccount.delete(record.accountId);
+        }
+      }
+      if (removed.length > 0) tell(removed.flatMap(digestsOf));
+      return removed.length;
     },
     async watch(listener) {
       const entry = { listener };

@@ -22,6 +22,8 @@ export const LISTEN_HEARTBEAT_INTERVAL_MS = 10_000;
 const MAX_LIST_LIMIT = 1000;
 /** `list`'s page size when `limit` is not given. */
 const DEFAULT_LIST_LIMIT = 100;
+/** Records one purge statement removes at most: each batch is one short transaction. */
+const PURGE_BATCH = 500;
 /** SQLSTATE unique_violation: a key id, digest or previous digest that exists. */
 const UNIQUE_VIOLATION = '23505';
 /** A digest in a notification: SHA-256, 64 lowercase hex characters (`encode(…, 'hex')`). */
@@ -72,6 +74,7 @@ interface RecordRow {
 
 /** The store as {@link postgresApiKeyRecordStore} answers it: `watch` and `close` are always there. */
 export interface PostgresApiKeyRecordStore extends ApiKeyRecordStore {
+  purge(options: { beforeMs: number }): Promise<number>;
   watch(listener: ApiKeyRecordWatcher): Promise<{ close(): Promise<void> }>;
   close(): Promise<void>;
 }
@@ -91,6 +94,8 @@ export interface PostgresApiKeyRecordStore extends ApiKeyRecordStore {
  *   one after the other, each to the record the previous one left: none is lost. The conditions are in the
  *   statement: a revoked record is not changed (it is answered as it is), and `revoke` keeps the first revocation's
  *   time and drops the previous digest.
+ * - `purge` is one `DELETE … RETURNING` per batch of 500 records revoked or expired by `beforeMs` (a table scan:
+ *   an operator's occasional command), each notifying the removed records' digests.
  *
  * **Notifications.** Every statement that changes a record also calls `pg_notify(<channel>, <digests>)`: the
  * channel is {@link postgresApiKeysChannel} (`<schema>.<apiKeysTable>`, e.g. `public.petstore_api_keys`), the
@@ -184,6 +189,15 @@ SELECT ${columns('o')} FROM o WHERE NOT EXISTS (SELECT 1 FROM changed)`;
     updated_at_ms = $8::bigint`);
   const rotateSql = changeSql(`previous_digest = r.digest, previous_valid_until_ms = $3::bigint, digest = $2::bytea, updated_at_ms = $4::bigint`);
   const revokeSql = changeSql(`revoked_at_ms = $2::bigint, previous_digest = NULL, previous_valid_until_ms = NULL, updated_at_ms = $2::bigint`);
+  // One batch of a purge: rows another statement holds are left to the next purge rather than waited for.
+  const purgeSql = `WITH doomed AS (
+  SELECT x.key_id FROM ${table} AS x WHERE x.revoked_at_ms <= $1::bigint OR x.expires_at_ms <= $1::bigint
+  LIMIT ${PURGE_BATCH} FOR UPDATE SKIP LOCKED
+), removed AS (
+  DELETE FROM ${table} AS r USING doomed WHERE r.key_id = doomed.key_id
+  RETURNING pg_notify(${channel}, array_to_string(ARRAY[encode(r.digest, 'hex'), encode(r.previous_digest, 'hex')], ','))
+)
+SELECT count(*)::int AS removed FROM removed`;
 
   /** Runs a statement that writes a digest: a unique violation is the contract's refusal of a duplicate. */
   async function writing<Row extends QueryResultRow>(sql: string, values: unknown[], what: string): Promise<Row[]> {
@@ -269,6 +283,20 @@ SELECT ${columns('o')} FROM o WHERE NOT EXISTS (SELECT 1 FROM changed)`;
           throw new TypeError(`change.kind must be 'update', 'rotate' or 'revoke', got ${String((change as { kind?: unknown }).kind)}`);
       }
       return rows[0] === undefined ? undefined : recordFromRow(rows[0]);
+    },
+    async purge(purgeOptions: { beforeMs: number }) {
+      const beforeMs = purgeOptions?.beforeMs;
+      if (typeof beforeMs !== 'number' || !Number.isSafeInteger(beforeMs)) {
+        throw new TypeError(`beforeMs must be a whole number of ms (Unix epoch), got ${String(beforeMs)}`);
+      }
+      // Batches, each one statement and transaction: a purge of many records never holds many row locks long.
+      let removed = 0;
+      for (;;) {
+        const rows = await runStatement<{ removed: number }>(pool, store, callTimeoutMs, purgeSql, [beforeMs]);
+        const count = rows[0]?.removed ?? 0;
+        removed += count;
+        if (count < PURGE_BATCH) return removed;
+      }
     },
     async watch(listener: ApiKeyRecordWatcher) {
       const makeClient = listenClient ?? poolClientFactory(pool);

@@ -14,6 +14,7 @@ import {
   CREATE_API_KEY_LUA,
   FIND_API_KEY_BY_DIGEST_LUA,
   LIST_API_KEYS_LUA,
+  PURGE_API_KEYS_LUA,
   RECORD_FIELDS,
   REVOKE_API_KEY_LUA,
   ROTATE_API_KEY_LUA,
@@ -42,14 +43,18 @@ const COMMANDS = {
   revoke: 'petstoreApiKeyRevoke',
   findByDigest: 'petstoreApiKeyFindByDigest',
   list: 'petstoreApiKeyList',
+  purge: 'petstoreApiKeyPurge',
 } as const;
+
+/** KeyIds a purge batch (one script call) looks at: a batch holds Redis for about as long as a page of `list`. */
+const PURGE_BATCH = 500;
 
 /** Options of {@link redisApiKeyRecordStore}. */
 export interface RedisApiKeyRecordStoreOptions {
   /**
    * A connected (or connecting) ioredis 5 client: a `Redis` (one server, or a Sentinel-managed primary) or a
    * `Cluster` (every key of the store carries the hash tag `{apikeys}`, so each script runs on one master). The
-   * store defines six script commands on it (`petstoreApiKey…`), opens a subscriber connection of its own per
+   * store defines seven script commands on it (`petstoreApiKey…`), opens a subscriber connection of its own per
    * `watch` (on a `Redis`, `client.duplicate()`; on a `Cluster`, a connection to one of its nodes), and never
    * closes `client`.
    */
@@ -62,12 +67,16 @@ export interface RedisApiKeyRecordStoreOptions {
    * ({@link DEFAULT_CALL_TIMEOUT_MS}).
    */
   callTimeoutMs?: number;
-  /** Most records held; a create beyond it throws `storage_full` and writes nothing. Default: no bound. */
+  /**
+   * Most live records held (neither revoked nor expired at the create); a create beyond it throws `storage_full`
+   * and writes nothing. Revoked and expired records do not count; `purge` removes them. Default: no bound.
+   */
   maxRecords?: number;
 }
 
 /** An {@link ApiKeyRecordStore} in Redis, with `watch` (Redis pub/sub) and `close`. */
 export interface RedisApiKeyRecordStore extends ApiKeyRecordStore {
+  purge(options: { beforeMs: number }): Promise<number>;
   watch(listener: ApiKeyRecordWatcher): Promise<{ close(): Promise<void> }>;
   /**
    * Stops every watch this store started (their subscriber connections), also one still starting; `watch()`
@@ -121,7 +130,8 @@ type ScriptCommand<Reply> = (all: string, key: string, ...args: string[]) => Pro
  *   scores 0, so ordered by keyId in byte order, which for the ASCII key ids is JavaScript's order too), the
  *   indexes `list` pages through.
  *
- * Nothing expires: records are data (a revoked or expired record stays, to be listed and shown). The
+ * Nothing expires: records are data (a revoked or expired record stays, to be listed and shown, until `purge`
+ * removes it: in batches of 500 keyIds, one script each, publishing the removed records' digests). The
  * `{apikeys}` hash tag keeps every key in one Redis Cluster slot, so `client` may be an ioredis `Cluster`.
  *
  * Every call is one Redis command: `findByDigest`, `list` and each mutation one Lua script (`EVALSHA`, with
@@ -185,6 +195,7 @@ export function redisApiKeyRecordStore(options: RedisApiKeyRecordStoreOptions): 
   client.defineCommand(COMMANDS.revoke, { numberOfKeys: 2, lua: REVOKE_API_KEY_LUA });
   client.defineCommand(COMMANDS.findByDigest, { numberOfKeys: 2, lua: FIND_API_KEY_BY_DIGEST_LUA });
   client.defineCommand(COMMANDS.list, { numberOfKeys: 2, lua: LIST_API_KEYS_LUA });
+  client.defineCommand(COMMANDS.purge, { numberOfKeys: 2, lua: PURGE_API_KEYS_LUA });
   const script = <Reply>(name: string) => {
     const command = (client as unknown as Record<string, ScriptCommand<Reply>>)[name] as ScriptCommand<Reply>;
     return (key: string, ...args: string[]) => command.call(client, keys.all, key, ...args);
@@ -195,6 +206,7 @@ export function redisApiKeyRecordStore(options: RedisApiKeyRecordStoreOptions): 
   const revokeScript = script<MutationReply>(COMMANDS.revoke);
   const findScript = script<[string, Fields] | []>(COMMANDS.findByDigest);
   const listScript = script<Array<string | Fields>>(COMMANDS.list);
+  const purgeScript = script<[number, string]>(COMMANDS.purge);
 
   const withDeadline = createDeadline(callTimeoutMs);
   async function call<T>(what: string, run: () => Promise<T>): Promise<T> {
@@ -292,6 +304,21 @@ export function redisApiKeyRecordStore(options: RedisApiKeyRecordStoreOptions): 
           return mutated(keyId, await call('revocation', () => revokeScript(record, channel, keyId, String(change.nowMs))));
         default:
           throw new TypeError(`change.kind must be 'update', 'rotate' or 'revoke', got ${String((change as { kind?: unknown }).kind)}`);
+      }
+    },
+
+    async purge(purgeOptions) {
+      const beforeMs = purgeOptions?.beforeMs;
+      assertTime(beforeMs, 'beforeMs');
+      // Batches of keyIds in keyId order, each one script: a purge of many records never blocks Redis long.
+      // A revoked or expired record never changes again: batches in keyId order see each one once.
+      let removed = 0;
+      let cursor = '-';
+      for (;;) {
+        const [count, last] = await call('purge', () => purgeScript(keys.all, channel, String(beforeMs), cursor, String(PURGE_BATCH)));
+        removed += count;
+        if (last === '') return removed;
+        cursor = `(${last}`;
       }
     },
 

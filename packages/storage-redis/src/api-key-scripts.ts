@@ -60,10 +60,25 @@ end
  * Create. KEYS[2] = the new record; ARGV[1] = channel, ARGV[2] = keyId, ARGV[3] = maxRecords ('' for none),
  * ARGV[4] = accountId, ARGV[5] = digest (hex), ARGV[6] = previous digest (hex, '' for none), ARGV[7…] = the
  * record's field/value pairs. Answers 1 when the keyId exists, 2 when a digest is indexed already, 3 when the
- * store holds maxRecords (all before any write), else writes the record, its digest index entries and both
+ * store holds maxRecords live records (all before any write), else writes the record, its digest index entries and both
  * list indexes, publishes its digests and answers 0.
  */
 export const CREATE_API_KEY_LUA = `${MUTATION_PRELUDE}
+-- The live records (neither revoked nor expired at the new record's createdAtMs): maxRecords bounds those only.
+-- A scan of every record, so only run when the store holds maxRecords in all. Times compare as Lua numbers
+-- (doubles: exact for any epoch ms).
+local function countLive()
+  local nowMs
+  for i = 7, #ARGV, 2 do
+    if ARGV[i] == 'createdAtMs' then nowMs = tonumber(ARGV[i + 1]) end
+  end
+  local live = 0
+  for _, keyId in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+    local state = redis.call('HMGET', base .. 'record:' .. keyId, 'revokedAtMs', 'expiresAtMs')
+    if not state[1] and (not state[2] or tonumber(state[2]) > nowMs) then live = live + 1 end
+  end
+  return live
+end
 if redis.call('EXISTS', KEYS[2]) == 1 then return 1 end
 if redis.call('EXISTS', digestKey(ARGV[5])) == 1 then return 2 end
 local previous = false
@@ -71,7 +86,7 @@ if ARGV[6] ~= '' then
   previous = ARGV[6]
   if redis.call('EXISTS', digestKey(previous)) == 1 then return 2 end
 end
-if ARGV[3] ~= '' and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 3 end
+if ARGV[3] ~= '' and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) and countLive() >= tonumber(ARGV[3]) then return 3 end
 redis.call('HSET', KEYS[2], unpack(ARGV, 7))
 redis.call('SET', digestKey(ARGV[5]), ARGV[2])
 if previous then redis.call('SET', digestKey(previous), ARGV[2]) end
@@ -167,4 +182,39 @@ for _, keyId in ipairs(keyIds) do
   page[#page + 1] = read(base .. 'record:' .. keyId)
 end
 return page
+`;
+
+/**
+ * One batch of a purge. KEYS[2] = the global index again; ARGV[1] = channel, ARGV[2] = beforeMs, ARGV[3] = '(' ..
+ * the keyId after which the batch starts, or '-' for the first; ARGV[4] = how many keyIds at most. Removes each
+ * record of the batch revoked or expired at or before beforeMs (its hash, its digests' index entries that point at
+ * it, its entries in both list indexes), publishes their digests as one message and answers { removed, last },
+ * `last` the batch's last keyId ('' when the batch was the index's end).
+ */
+export const PURGE_API_KEYS_LUA = `${PRELUDE}
+local beforeMs = tonumber(ARGV[2])
+local keyIds = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[3], '+', 'LIMIT', 0, tonumber(ARGV[4]))
+local digests = {}
+local removed = 0
+for _, keyId in ipairs(keyIds) do
+  local recordKey = base .. 'record:' .. keyId
+  local state = redis.call('HMGET', recordKey, 'accountId', 'revokedAtMs', 'expiresAtMs', 'digest', 'previousDigest')
+  if (state[2] and tonumber(state[2]) <= beforeMs) or (state[3] and tonumber(state[3]) <= beforeMs) then
+    for i = 4, 5 do
+      local hex = state[i]
+      if hex then
+        digests[#digests + 1] = hex
+        if redis.call('GET', digestKey(hex)) == keyId then redis.call('DEL', digestKey(hex)) end
+      end
+    end
+    redis.call('DEL', recordKey)
+    redis.call('ZREM', KEYS[1], keyId)
+    if state[1] then redis.call('ZREM', base .. 'account:' .. state[1], keyId) end
+    removed = removed + 1
+  end
+end
+if #digests > 0 then redis.call('PUBLISH', ARGV[1], table.concat(digests, ',')) end
+local last = ''
+if #keyIds == tonumber(ARGV[4]) then last = keyIds[#keyIds] end
+return { removed, last }
 `;

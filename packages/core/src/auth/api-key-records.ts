@@ -104,7 +104,9 @@ export interface ApiKeyRecordStore {
    * @throws PetstoreError with code `internal_error` (nothing written) when a record with this `keyId`, or
    *   whose `digest` or `previousDigest` equals this `digest`, exists: with random key ids and keys this only
    *   happens when records are imported twice.
-   * @throws PetstoreError with code `storage_full` (nothing written) when the store is at its capacity.
+   * @throws PetstoreError with code `storage_full` (nothing written) when the store is at its capacity. A bound
+   *   counts live records only: those neither revoked nor expired at the new record's `createdAtMs` (the time of
+   *   the create); revoked and expired ones take room until `purge` removes them.
    */
   create(record: ApiKeyRecord): Promise<void>;
   /**
@@ -127,6 +129,17 @@ export interface ApiKeyRecordStore {
    * and answers the record as it is (its `revokedAtMs` tells the caller why).
    */
   update(keyId: string, change: ApiKeyRecordChange): Promise<ApiKeyRecord | undefined>;
+  /**
+   * Removes every record revoked or expired at or before `beforeMs` (Unix epoch ms): `revokedAtMs <= beforeMs`
+   * or `expiresAtMs <= beforeMs`. Active records, and records revoked or expiring after `beforeMs`, stay. A
+   * removed record is gone for every method (its keyId and digests find nothing and may be created again), and
+   * every watcher is told its digests (current and previous), so caches drop it. Revoked and expired records
+   * never change again, so a store may remove them in several atomic batches rather than one step.
+   * Optional: without it, `managedApiKeys(…).purge` rejects.
+   * @returns how many records were removed
+   * @throws TypeError when `beforeMs` is not a whole number of ms; nothing is removed.
+   */
+  purge?(options: { beforeMs: number }): Promise<number>;
   /**
    * Starts delivering invalidations to `listener`; resolves once listening (a change committed after that
    * is delivered). `close()` of the answer stops it. Optional: without it, `managedApiKeys` relies on its

@@ -198,6 +198,15 @@ export interface ManagedApiKeys extends ApiKeyStore {
   ready(): Promise<void>;
   /** Stops watching the store (the store itself stays open: close it yourself). Lookups go on, TTL-bound. */
   close(): Promise<void>;
+  /**
+   * Removes the records of keys revoked or expired `olderThanMs` (a whole number of ms ≥ 0) or longer ago:
+   * `revokedAtMs` or `expiresAtMs` at or before `beforeMs` = now − `olderThanMs`. Their keys stay refused (401
+   * as unknown keys); they no longer show in `get` or `list`. Every instance's cache drops them once it hears.
+   * @returns `removed`, how many records went, and `beforeMs` (Unix epoch ms), the cut-off used
+   * @throws TypeError when `olderThanMs` is not a whole number ≥ 0, or the store has no `purge`; a store failure
+   *   with the store's error (`service_unavailable` for the library's stores).
+   */
+  purge(options: { olderThanMs: number }): Promise<{ removed: number; beforeMs: number }>;
 }
 
 /** A cached lookup of one digest: the record it found and whether the digest is the record's previous one. */
@@ -511,6 +520,16 @@ export function managedApiKeys(options: ManagedApiKeysOptions): ManagedApiKeys {
       const handle = watchHandle;
       watchHandle = undefined;
       await handle?.close();
+    },
+    async purge(purgeOptions) {
+      const olderThanMs = (purgeOptions as { olderThanMs?: unknown } | undefined)?.olderThanMs;
+      if (typeof olderThanMs !== 'number' || !Number.isSafeInteger(olderThanMs) || olderThanMs < 0) {
+        throw new TypeError(`managedApiKeys.purge: olderThanMs must be a whole number of ms >= 0, got ${String(olderThanMs)}`);
+      }
+      if (store.purge === undefined) throw new TypeError('managedApiKeys.purge: the record store has no purge()');
+      const beforeMs = clock.now() - olderThanMs;
+      const removed = await store.purge({ beforeMs }).catch((error: unknown) => Promise.reject(storeFailure(error)));
+      return { removed, beforeMs };
     },
   };
 }

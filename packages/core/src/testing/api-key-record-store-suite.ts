@@ -63,11 +63,12 @@ export interface ApiKeyRecordStoreConformanceOptions {
   /**
    * Switches for what a backend cannot do; each defaults to `true`, and a case whose hook is missing fails and
    * names the switch to turn off.
-   * - `capacity`: the store honours `maxRecords`;
+   * - `capacity`: the store honours `maxRecords` (counting live records only);
+   * - `purge`: the store has `purge()`;
    * - `watch`: the store has `watch()`;
    * - `reconnect`: the harness has `breakNotifications()` (and the store `watch()`).
    */
-  capabilities?: { capacity?: boolean; watch?: boolean; reconnect?: boolean };
+  capabilities?: { capacity?: boolean; purge?: boolean; watch?: boolean; reconnect?: boolean };
   /** Per-case timeout in ms, for networked stores. Default 20,000. */
   timeoutMs?: number;
 }
@@ -179,7 +180,11 @@ function recordingWatcher() {
 /** Registers the conformance cases. Each case gets a fresh store from `createStore`. */
 export function runApiKeyRecordStoreConformance(test: ConformanceTestApi, options: ApiKeyRecordStoreConformanceOptions): void {
   const timeoutMs = options.timeoutMs ?? 20_000;
-  const capabilities = { capacity: true, watch: true, reconnect: true, ...options.capabilities };
+  const capabilities = { capacity: true, purge: true, watch: true, reconnect: true, ...options.capabilities };
+  const purgeOf = (store: ApiKeyRecordStore, beforeMs: number) => {
+    if (store.purge === undefined) assert.fail('the store has no purge(options): set capabilities.purge to false');
+    return store.purge({ beforeMs });
+  };
   const caseWith = storeCases(test, (storeOptions: { maxRecords?: number }) => options.createStore(storeOptions), timeoutMs);
   const watchOf = (store: ApiKeyRecordStore, listener: ApiKeyRecordWatcher) => {
     if (store.watch === undefined) assert.fail('the store has no watch(listener): set capabilities.watch to false');
@@ -431,6 +436,89 @@ export function runApiKeyRecordStoreConformance(test: ConformanceTestApi, option
       },
       { maxRecords: 2 },
       capabilities.capacity,
+    );
+
+    caseWith(
+      'counts live records only towards maxRecords: revoked ones, and those expired at the create, leave room',
+      async (store) => {
+        const full = (error: unknown) => isPetstoreError(error) && error.code === 'storage_full';
+        const expiring = newRecord({ expiresAtMs: T0 + 10 });
+        const kept = newRecord();
+        await store.create(expiring);
+        await store.create(kept);
+        await assert.rejects(store.create(newRecord({ createdAtMs: T0 + 9, updatedAtMs: T0 + 9 })), full, 'two live records at T0 + 9');
+        const afterExpiry = newRecord({ createdAtMs: T0 + 10, updatedAtMs: T0 + 10 });
+        await store.create(afterExpiry);
+        await assert.rejects(store.create(newRecord({ createdAtMs: T0 + 11, updatedAtMs: T0 + 11 })), full, 'kept and afterExpiry are live');
+        await store.update(kept.keyId, { kind: 'revoke', nowMs: T0 + 12 });
+        const afterRevoke = newRecord({ createdAtMs: T0 + 13, updatedAtMs: T0 + 13 });
+        await store.create(afterRevoke);
+        assert.equal((await store.list()).records.length, 4, 'the revoked and the expired record are still held');
+      },
+      { maxRecords: 2 },
+      capabilities.capacity,
+    );
+
+    caseWith(
+      'purges the records revoked or expired at or before beforeMs, and only those; their keyIds and digests are free again',
+      async (store) => {
+        const revokedEarly = newRecord({ accountId: 'acct_purge' });
+        const revokedLate = newRecord({ accountId: 'acct_purge' });
+        const expiredEarly = newRecord({ accountId: 'acct_purge', expiresAtMs: T0 + 100 });
+        const expiresLate = newRecord({ accountId: 'acct_purge', expiresAtMs: T0 + 101 });
+        const active = newRecord({ accountId: 'acct_purge' });
+        const otherAccount = newRecord({ accountId: 'acct_other', expiresAtMs: T0 + 50 });
+        for (const record of [revokedEarly, revokedLate, expiredEarly, expiresLate, active, otherAccount]) await store.create(record);
+        // The expired record in a rotation's grace period: both its digests go.
+        const rotatedTo = newDigest();
+        await store.update(expiredEarly.keyId, { kind: 'rotate', nowMs: T0 + 1, digest: rotatedTo, previousValidUntilMs: T0 + HOUR_MS });
+        await store.update(revokedEarly.keyId, { kind: 'revoke', nowMs: T0 + 100 });
+        await store.update(revokedLate.keyId, { kind: 'revoke', nowMs: T0 + 101 });
+        assert.equal(await purgeOf(store, T0 + 99), 1, 'only the record of acct_other expired by T0 + 99');
+        assert.equal(await purgeOf(store, T0 + 100), 2, 'revoked at T0 + 100 and expired at T0 + 100');
+        assert.equal(await purgeOf(store, T0 + 100), 0, 'a second purge finds nothing');
+        for (const gone of [revokedEarly, expiredEarly, otherAccount]) {
+          assert.equal(await store.findByKeyId(gone.keyId), undefined, 'a purged keyId finds nothing');
+        }
+        for (const digest of [revokedEarly.digest, expiredEarly.digest, rotatedTo, otherAccount.digest]) {
+          assert.equal(await store.findByDigest(digest), undefined, 'a purged digest finds nothing');
+        }
+        const left = [revokedLate, expiresLate, active].map((record) => record.keyId).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+        assert.deepEqual((await store.list()).records.map((record) => record.keyId), left, 'list has the others');
+        assert.deepEqual((await store.list({ accountId: 'acct_purge' })).records.map((record) => record.keyId), left, "the account's list too");
+        assert.deepEqual(await store.list({ accountId: 'acct_other' }), { records: [] }, 'an account whose keys were all purged lists none');
+        assertRecord(await store.findByDigest(revokedLate.digest), (await store.findByKeyId(revokedLate.keyId)) as ApiKeyRecord, 'a kept revoked record');
+        const again = newRecord({ keyId: revokedEarly.keyId, digest: rotatedTo });
+        await store.create(again);
+        assertRecord(await store.findByDigest(rotatedTo), again, 'a purged keyId and digest may be created again');
+        await assert.rejects(async () => purgeOf(store, 1.5), TypeError, 'beforeMs not a whole number');
+      },
+      {},
+      capabilities.purge,
+    );
+
+    caseWith(
+      'tells every watcher the digests of the records a purge removed',
+      async (store, harness) => {
+        const watcher = recordingWatcher();
+        const watch = await watchOf(store, watcher.listener);
+        try {
+          const writer = harness.other === undefined ? store : await harness.other();
+          const record = newRecord({ expiresAtMs: T0 + 10 });
+          await writer.create(record);
+          const rotatedTo = newDigest();
+          await writer.update(record.keyId, { kind: 'rotate', nowMs: T0 + 1, digest: rotatedTo, previousValidUntilMs: T0 + HOUR_MS });
+          await watcher.untilHeard(rotatedTo);
+          const before = watcher.changes.length;
+          assert.equal(await purgeOf(writer, T0 + 10), 1);
+          const purge = await watcher.untilChangeSince(before, hex(rotatedTo) as string);
+          assert.ok(purge.includes(hex(record.digest) as string), 'the purge names the previous digest too');
+        } finally {
+          await watch.close();
+        }
+      },
+      {},
+      capabilities.purge && capabilities.watch,
     );
 
     caseWith(
