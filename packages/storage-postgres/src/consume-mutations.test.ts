@@ -5,7 +5,7 @@
  *   PETSTORE_PG_MUTATIONS=1 npx vitest run --project @petstore/storage-postgres src/consume-mutations.test.ts
  *
  * Each mutation is a deliberate bug put into a copy of the migration SQL (the batch consume function of
- * rate-limit version 3, which the store calls), installed in a throwaway schema; the model comparison must fail on it, naming the seed and step
+ * rate-limit version 4, which the store calls), installed in a throwaway schema; the model comparison must fail on it, naming the seed and step
  * (printed). The unchanged copy must pass, so that a failure is the mutation's doing.
  */
 import { runRateLimitModelComparison, type ConformanceTestApi } from '@petstore/core/testing';
@@ -66,10 +66,10 @@ const MUTATIONS: Mutation[] = [
 const EVERY_SEED = process.env.PETSTORE_PG_MUTATIONS === '1';
 const SEEDS = [1, 2, 3, 4, 5, 6];
 
-/** The migrations' SQL for `schema`, with the batch consume function of rate-limit version 3 changed by `mutation`. */
+/** The migrations' SQL for `schema`, with the batch consume function of rate-limit version 4 changed by `mutation`. */
 function mutatedSql(schema: string, mutation: Mutation | undefined): string[] {
   return postgresMigrations({ schema }).map((migration) => {
-    if (mutation === undefined || migration.table !== 'petstore_rate_limits' || migration.version !== 3) return migration.sql;
+    if (mutation === undefined || migration.table !== 'petstore_rate_limits' || migration.version !== 4) return migration.sql;
     const parts = migration.sql.split(mutation.from);
     if (parts.length !== 2) throw new Error(`${mutation.name}: the text to replace occurs ${parts.length - 1} times, not once`);
     return parts.join(mutation.to);

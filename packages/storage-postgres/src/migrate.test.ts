@@ -35,6 +35,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'petstore_api_keys@1',
       'petstore_categories@3',
       'petstore_rate_limits@3',
+      'petstore_rate_limits@4',
     ]);
     expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
     const { rows } = await pool.query<{ table_name: string; version: number }>(
@@ -48,6 +49,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       { table_name: 'petstore_rate_limits', version: 1 },
       { table_name: 'petstore_rate_limits', version: 2 },
       { table_name: 'petstore_rate_limits', version: 3 },
+      { table_name: 'petstore_rate_limits', version: 4 },
     ]);
     const store = postgresCategoryStore({ pool, schema });
     await store.create({ name: 'Dogs' });
@@ -58,7 +60,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
   it('applies each migration once when several instances start at the same moment', async () => {
     const schema = uniqueSchema('race');
     const reports = await Promise.all([connectPool(), connectPool(), connectPool()].map((pool) => migratePostgres({ pool, schema })));
-    expect(reports.flatMap((report) => report.applied)).toHaveLength(7);
+    expect(reports.flatMap((report) => report.applied)).toHaveLength(postgresMigrations().length);
   });
 
   it('keeps stores with their own table names apart in one schema, each with its own versions', async () => {
@@ -82,6 +84,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'shop_a_limits@1',
       'shop_a_limits@2',
       'shop_a_limits@3',
+      'shop_a_limits@4',
       'shop_b_categories@1',
       'shop_b_categories@2',
       'shop_b_categories@3',
@@ -89,6 +92,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'shop_b_limits@1',
       'shop_b_limits@2',
       'shop_b_limits@3',
+      'shop_b_limits@4',
     ]);
     const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
     expect(await a.createIdempotent({ name: 'keyed in A' }, request)).toMatchObject({ outcome: 'created' });
@@ -134,6 +138,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
         description: 'list version: a one-row table counted up by a statement trigger on every write to the categories',
       },
       { table: 'petstore_rate_limits', version: 3, description: 'the batch consume function: the consumes of one call, each decided as if alone' },
+      { table: 'petstore_rate_limits', version: 4, description: "the batch consume function with the caller's deadline: a call past it charges nothing" },
     ]);
     expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'created', category: { id: 2, name: 'Cats' } });
     expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'replayed', category: { id: 2, name: 'Cats' } });
@@ -218,6 +223,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'petstore_api_keys@1',
       'petstore_categories@3',
       'petstore_rate_limits@3',
+      'petstore_rate_limits@4',
     ]);
     const columns = await pool.query<{ column_name: string; data_type: string }>(
       `SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'petstore_rate_limits' ORDER BY column_name`,
@@ -275,14 +281,14 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
   });
 
-  it('applies rate-limit version 3 to a schema of the previous release: the records its consumes wrote keep counting', async () => {
+  it('applies rate-limit versions 3 and 4 to a schema of an earlier release: the records its consumes wrote keep counting', async () => {
     const pool = connectPool();
     const schema = uniqueSchema('rl2');
     await pool.query(`CREATE SCHEMA "${schema}"`);
     await pool.query(`CREATE TABLE "${schema}".petstore_migrations (
   table_name text NOT NULL, version integer NOT NULL, description text NOT NULL,
   applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (table_name, version))`);
-    for (const migration of postgresMigrations({ schema }).filter((step) => !(step.table === 'petstore_rate_limits' && step.version === 3))) {
+    for (const migration of postgresMigrations({ schema }).filter((step) => !(step.table === 'petstore_rate_limits' && step.version >= 3))) {
       await pool.query(migration.sql);
       await pool.query(`INSERT INTO "${schema}".petstore_migrations (table_name, version, description) VALUES ($1, $2, $3)`, [
         migration.table,
@@ -296,7 +302,14 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     await v2(0, '');
     await v2(1, 'key_1');
     const report = await migratePostgres({ pool, schema });
-    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_rate_limits@3']);
+    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_rate_limits@3', 'petstore_rate_limits@4']);
+    // Version 3's batch function stays beside version 4's (its arguments and a deadline), for the previous release.
+    const overloads = await pool.query<{ args: number }>(
+      `SELECT p.pronargs AS args FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
+       WHERE n.nspname = $1 AND p.proname = 'petstore_rate_limits_consume_many' ORDER BY p.pronargs`,
+      [schema],
+    );
+    expect(overloads.rows.map((row) => row.args)).toEqual([13, 14]);
     const store = postgresRateLimitStore({ pool, schema, time: 'request' });
     const windows = [{ name: 'minute', limit: 3, windowMs: 60_000 }];
     const third = await store.consume('account:a', { windows, nowMs: 2, ban: undefined, cost: 1, banSubject: 'key_1' });
@@ -311,7 +324,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     await pool.query(`CREATE TABLE "${schema}".petstore_migrations (
   table_name text NOT NULL, version integer NOT NULL, description text NOT NULL,
   applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (table_name, version))`);
-    for (const migration of postgresMigrations({ schema }).filter((step) => step.table !== 'petstore_api_keys' && step.version !== 3)) {
+    for (const migration of postgresMigrations({ schema }).filter((step) => step.table !== 'petstore_api_keys' && step.version < 3)) {
       await pool.query(migration.sql);
       await pool.query(`INSERT INTO "${schema}".petstore_migrations (table_name, version, description) VALUES ($1, $2, $3)`, [
         migration.table,
@@ -320,7 +333,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       ]);
     }
     const report = await migratePostgres({ pool, schema });
-    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_api_keys@1', 'petstore_categories@3', 'petstore_rate_limits@3']);
+    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_api_keys@1', 'petstore_categories@3', 'petstore_rate_limits@3', 'petstore_rate_limits@4']);
     const indexes = await pool.query<{ indexname: string; indexdef: string }>(
       `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = 'petstore_api_keys' ORDER BY indexname`,
       [schema],

@@ -80,6 +80,13 @@ export interface PostgresMigration {
  * {@link postgresRateLimitStore}). Version 2's function stays, for instances of the previous release during a
  * rolling upgrade.
  *
+ * Version 4 of the rate-limit table (after all the above): the rows stay as they are; `<table>_consume_many` gains an
+ * overload with a 14th argument, `p_deadline_ms bigint`, the instant (Unix epoch ms on the database's clock) its
+ * caller gives up on the call, and a reply column `clock_ms` (the database's clock when the call started, as text).
+ * A call that starts at or past its deadline charges nothing and answers each consume with `error_code` 57014; one
+ * whose deadline passes while it runs (a lock wait, say) raises 57014 at its end, which undoes it all. Version 3's
+ * function stays, for instances of the previous release during a rolling upgrade.
+ *
  * @throws TypeError naming the option (`schema`, `categoriesTable`, `rateLimitsTable` or `apiKeysTable`) that holds
  *   a bad name.
  */
@@ -153,7 +160,13 @@ ${consumeFunctionSql(rateLimits)}`,
       table: rateLimits.table,
       version: 3,
       description: 'the batch consume function: the consumes of one call, each decided as if alone',
-      sql: consumeManyFunctionSql(rateLimits),
+      sql: consumeManyFunctionSql(rateLimits, false),
+    },
+    {
+      table: rateLimits.table,
+      version: 4,
+      description: "the batch consume function with the caller's deadline: a call past it charges nothing",
+      sql: consumeManyFunctionSql(rateLimits, true),
     },
   ];
 }
@@ -580,14 +593,34 @@ $consume$`;
  * count — or, for a consume that failed, NULL there and the error's SQLSTATE (`error_code`) and message
  * (`error_message`); numbers as text (a host's `pg.types` parsers cannot change them).
  */
-function consumeManyFunctionSql(names: RateLimitsNames): string {
+function consumeManyFunctionSql(names: RateLimitsNames, withDeadline: boolean): string {
+  // Version 3's text stays as it was (the versions, run in order, build the same schema everywhere); version 4 adds
+  // the deadline and the clock column.
+  const deadlineArgument = withDeadline ? ', p_deadline_ms bigint' : '';
+  const clockColumn = withDeadline ? ', clock_ms text' : '';
+  const clockDeclaration = withDeadline ? `
+  start_clock bigint := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;` : '';
+  const deadlineAtStart = withDeadline ? `
+  -- The caller has given up on this call (answered it 503): charge nothing.
+  IF start_clock >= p_deadline_ms THEN
+    RETURN QUERY SELECT u.o, NULL::text, NULL::integer, NULL::text, NULL::text, '57014'::text,
+      'the caller''s deadline had passed when the call started: nothing charged'::text, start_clock::text
+      FROM generate_series(1, total) AS u(o);
+    RETURN;
+  END IF;` : '';
+  const deadlineAtEnd = withDeadline ? `
+  -- The caller gave up while this call ran (a lock wait, say): undo it all.
+  IF floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint >= p_deadline_ms THEN
+    RAISE EXCEPTION 'the caller''s deadline passed during the call: nothing charged' USING ERRCODE = '57014';
+  END IF;` : '';
+  const clockValue = withDeadline ? ', start_clock::text' : '';
   return `CREATE OR REPLACE FUNCTION ${names.consumeManyFunction}(
   p_keys text[], p_policies integer[], p_costs bigint[], p_ban_subjects text[], p_now_ms bigint[],
   p_window_first integer[], p_window_count integer[], p_window_names text[], p_window_limits bigint[], p_window_lengths_ms bigint[],
-  p_ban_thresholds bigint[], p_ban_intervals_ms bigint[], p_ban_durations_ms bigint[])
-RETURNS TABLE (ordinal integer, now_ms text, outcome integer, banned_until_ms text, used text, error_code text, error_message text)
+  p_ban_thresholds bigint[], p_ban_intervals_ms bigint[], p_ban_durations_ms bigint[]${deadlineArgument})
+RETURNS TABLE (ordinal integer, now_ms text, outcome integer, banned_until_ms text, used text, error_code text, error_message text${clockColumn})
 LANGUAGE plpgsql VOLATILE AS $consume_many$
-DECLARE
+DECLARE${clockDeclaration}
   total integer := coalesce(array_length(p_keys, 1), 0);
   ord integer[];
   res_t bigint[]; res_outcome integer[]; res_ban bigint[]; res_used text[]; res_code text[]; res_message text[];
@@ -604,7 +637,7 @@ DECLARE
   entry_end bigint; entry_start bigint; entry_count integer;
   result integer; ban_end bigint; interval_start bigint; rejected integer;
   failed_code text; failed_message text;
-BEGIN
+BEGIN${deadlineAtStart}
   -- The records in key order (byte order), each record's consumes in arrival order.
   SELECT array_agg(u.o::integer ORDER BY u.k COLLATE "C", u.o) INTO ord FROM unnest(p_keys) WITH ORDINALITY AS u(k, o);
   WHILE pos <= total LOOP
@@ -757,8 +790,8 @@ BEGIN
     EXCEPTION WHEN OTHERS THEN
       NULL;
     END;
-  END IF;
-  RETURN QUERY SELECT u.o, res_t[u.o]::text, res_outcome[u.o], res_ban[u.o]::text, res_used[u.o], res_code[u.o], res_message[u.o]
+  END IF;${deadlineAtEnd}
+  RETURN QUERY SELECT u.o, res_t[u.o]::text, res_outcome[u.o], res_ban[u.o]::text, res_used[u.o], res_code[u.o], res_message[u.o]${clockValue}
     FROM generate_series(1, total) AS u(o);
 END
 $consume_many$`;

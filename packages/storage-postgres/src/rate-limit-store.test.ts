@@ -3,6 +3,7 @@
  * consume, exact quotas across pools (instances), expired rows cleaned by the consumes themselves, and failures.
  */
 import { isPetstoreError, MINUTE_MS, DAY_MS, windowStartMs, type BanPolicy, type ConsumeRequest, type RateLimitWindow } from '@petstore/core';
+import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PostgresTimeoutError } from './postgres-call.js';
@@ -42,7 +43,7 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore', () => {
     const statements = countStatements(pool);
     await store.consume('account:one', req(minuteAndDay(5, 10), T0));
     await store.consume('account:one', req(minuteAndDay(5, 10), T0 + 1, { cost: 2, subject: 'k2' }));
-    expect(statements.count).toBe(2);
+    expect(statements.texts.filter((text) => text.includes('_consume_many')).length).toBe(2);
     expect((await store.peek('account:one', T0 + 2)).windows.map((window) => window.used)).toEqual([3, 3]);
     expect(statements.count).toBe(3);
     await store.reset('account:one');
@@ -291,5 +292,65 @@ CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON ${table} FOR EACH ROW EXECUTE F
     // The cancelled consume charged nothing, and its connection went back to the pool (of one) in working order.
     const next = await store.consume('key:locked', req(windows, T0 + 2));
     expect(next.windows.map((window) => window.used)).toEqual([2, 2]);
+  });
+});
+
+describe.skipIf(skipPostgres)("postgresRateLimitStore: a consume's deadline", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('charges nothing for consumes answered 503 while the server process was stopped, when their statement runs later', async (context) => {
+    // The store's one connection's server process stopped (SIGSTOP): the statement waits unread past callTimeoutMs,
+    // and the cancel request finds nothing running. Continued once the consumes were answered 503, the statement runs
+    // past the deadline it carries and must charge nothing (used units == admitted units).
+    const { pool, schema } = await migratedSchema();
+    const storePool = connectPool({ max: 1, idleTimeoutMillis: 0 });
+    const store = postgresRateLimitStore({ pool: storePool, schema, callTimeoutMs: 100 });
+    const windows = minuteAndDay(100, 1000);
+    // Admitted: the statement is prepared and the store has seen the database's clock.
+    expect((await store.consume('anon:stopped', req(windows, T0))).allowed).toBe(true);
+    const pid = (await storePool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid as number;
+    // Only a server process of this machine can be stopped (a DATABASE_URL may name another host).
+    const local = await readFile(`/proc/${pid}/cmdline`, 'utf8').then((line) => line.startsWith('postgres'), () => false);
+    if (!local) context.skip();
+    process.kill(pid, 'SIGSTOP');
+    try {
+      const failures = await Promise.all(
+        [1, 2, 3].map(() =>
+          store.consume('anon:stopped', req(windows, T0)).then(() => expect.fail('expected the consume to fail'), (error: unknown) => error),
+        ),
+      );
+      for (const failure of failures) {
+        expect(isPetstoreError(failure) && failure.code).toBe('service_unavailable');
+        expect((failure as Error).cause).toBeInstanceOf(PostgresTimeoutError);
+      }
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    // The pool's one connection comes back once the stopped statement has ended: this peek runs after it.
+    const snapshot = await postgresRateLimitStore({ pool: storePool, schema, callTimeoutMs: 10_000 }).peek('anon:stopped', T0);
+    expect(snapshot.windows.map((window) => [window.name, window.used])).toEqual([
+      ['minute', 1],
+      ['day', 1],
+    ]);
+  });
+
+  it('sends a statement once more when the database answers that its deadline passed while the caller still waits (clocks that disagree)', async () => {
+    // This process's clock an hour behind the database's: the first statement's deadline reads as long past there,
+    // which charges nothing and shows its clock; the consumes go again with that offset and are decided once.
+    const { pool, schema } = await migratedSchema();
+    const store = postgresRateLimitStore({ pool, schema });
+    const statements = countStatements(pool);
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime((await databaseNowMs(pool)) - 3_600_000);
+    const results = await Promise.all([store.consume('key:skewed', req(minuteAndDay(5, 5), T0)), store.consume('key:skewed', req(minuteAndDay(5, 5), T0))]);
+    expect(results.map((result) => [result.allowed, result.windows[0]?.used])).toEqual([
+      [true, 1],
+      [true, 2],
+    ]);
+    expect(statements.texts.filter((text) => text.includes('_consume_many')).length).toBe(2);
+    vi.setSystemTime((await databaseNowMs(pool)) + 3_600_000); // an hour ahead: the deadline is late, never early
+    expect((await store.consume('key:skewed', req(minuteAndDay(5, 5), T0))).windows[0]?.used).toBe(3);
   });
 });

@@ -87,7 +87,15 @@ interface ConsumeManyRow {
   used: string | null;
   error_code: string | null;
   error_message: string | null;
+  /** The database's clock when the call started (Unix epoch ms, as text). */
+  clock_ms: string | null;
 }
+
+/**
+ * The SQLSTATE (query_canceled) of a consume whose call started past its deadline: nothing charged. Transient, so a
+ * 503 like the caller's own timeout.
+ */
+const DEADLINE_PASSED = '57014';
 
 /** A row of the rate-limit table as `row_to_json` writes it (migration version 2; times in Unix epoch ms). */
 interface RecordJson {
@@ -111,8 +119,8 @@ interface RecordJson {
  * - `consume`: the consumes started in one turn of the event loop go to PostgreSQL as ONE statement,
  *   `SELECT … FROM <rateLimitsTable>_consume_many(…)`, sent at the end of the turn (`setImmediate`) or at once when
  *   {@link MAX_CONSUMES_PER_STATEMENT} are waiting; a lone consume is a statement of one. The PL/pgSQL function
- *   (created by {@link migratePostgres}, rate-limit version 3) decides each consume exactly as version 2's
- *   `<rateLimitsTable>_consume` decides it alone — a mirror of `decideConsume` from `@petstore/core`: it locks the
+ *   (created by {@link migratePostgres}, rate-limit version 3; version 4 adds the deadline) decides each consume
+ *   exactly as version 2's `<rateLimitsTable>_consume` decides it alone — a mirror of `decideConsume` from `@petstore/core`: it locks the
  *   record's row, checks every window and the ban subject's ban, charges the request's `cost` to all windows or to
  *   none, counts a rejection toward the subject's ban, starts the ban, prunes the ended bans of the other subjects
  *   and sets the row's `expires_at_ms` — atomic across every process sharing the database (row locks; PostgreSQL's
@@ -141,8 +149,11 @@ interface RecordJson {
  * that fails as a whole fails each of its consumes; a consume that failed alone rejects with a cause that carries
  * the SQLSTATE (`code`), as node-postgres's `DatabaseError` does. Past `callTimeoutMs` (for a consume: from the end
  * of the turn it was made in) the store also sends PostgreSQL a cancel request for the statement, which stops it
- * and rolls it back; a consume or reset whose statement had already committed stays applied (one request charged
- * without an answer; a record removed).
+ * and rolls it back; a reset whose statement had already committed stays applied. A consume's statement carries its
+ * deadline (on the database's clock, from the offset the last reply showed), and the function charges nothing past
+ * it: a call that starts late (a stopped or overloaded server, a cancel request that did not get through) answers
+ * "deadline passed" (SQLSTATE 57014, a 503), and one whose deadline passes while it runs is undone. What is left is a
+ * call that commits just before the deadline whose answer arrives after it: about one reply's travel.
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#store-failures
  * @throws TypeError when `pool` is not a pool, `callTimeoutMs` is not a whole number ≥ 1, `time` is neither
@@ -157,8 +168,8 @@ export function postgresRateLimitStore(options: PostgresRateLimitStoreOptions): 
   assertWhole(callTimeoutMs, 'callTimeoutMs', 1);
   if (time !== 'server' && time !== 'request') throw new TypeError(`time must be 'server' or 'request', got ${String(time)}`);
   const names = rateLimitsNames(options);
-  const consumeSql = `SELECT ordinal, now_ms, outcome, banned_until_ms, used, error_code, error_message
-FROM ${names.consumeManyFunction}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`;
+  const consumeSql = `SELECT ordinal, now_ms, outcome, banned_until_ms, used, error_code, error_message, clock_ms
+FROM ${names.consumeManyFunction}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`;
   // The clock (the database's, or the request's with time: 'request') and the row, in one statement; the row as
   // JSON text, so that a host's pg.types parsers cannot change it (times are below 2^53: exact as JSON numbers).
   const peekSql = `SELECT n.ms::text AS now_ms, (SELECT row_to_json(x)::text FROM ${names.rateLimits} AS x WHERE x.key = $1) AS record
@@ -167,13 +178,21 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
 
   /** The consumes started in this turn of the event loop, sent at its end (or once there are enough). */
   let waiting: Pending[] = [];
+  /** The database's clock minus this process's (ms), from the last reply; 0 until one came. */
+  let offsetMs = 0;
   const flush = () => {
     const batch = waiting;
     waiting = [];
     if (batch.length > 0) send(batch);
   };
 
-  function send(batch: Pending[]): void {
+  /**
+   * Sends `batch`, whose caller gives up at `deadlineAtMs` (this process's clock, Unix epoch ms), with that deadline
+   * on the database's clock (from the offset the last reply showed: it errs only early, by the reply's travel). A
+   * batch the database finds expired while this process still waits (the clocks disagreed: the first call, a host
+   * clock that jumped, a blocked event loop) is sent once more (`retried`), within the time left.
+   */
+  function send(batch: Pending[], deadlineAtMs = Date.now() + callTimeoutMs, retried = false): void {
     const policyNumbers = new Map<Policy, number>();
     const windowFirst: number[] = [];
     const windowCount: number[] = [];
@@ -209,9 +228,17 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
       banSubjects.push(item.banSubject);
       if (time === 'request') nowMs.push(item.nowMs);
     }
-    const values = [keys, policies, costs, banSubjects, time === 'request' ? nowMs : null, windowFirst, windowCount, windowNames, windowLimits, windowLengthsMs, banThresholds, banIntervalsMs, banDurationsMs];
-    runStatement<ConsumeManyRow>(pool, 'rate-limit store', callTimeoutMs, consumeSql, values).then(
+    const values = [keys, policies, costs, banSubjects, time === 'request' ? nowMs : null, windowFirst, windowCount, windowNames, windowLimits, windowLengthsMs, banThresholds, banIntervalsMs, banDurationsMs, deadlineAtMs + offsetMs];
+    const timeoutMs = retried ? Math.max(1, deadlineAtMs - Date.now()) : callTimeoutMs;
+    runStatement<ConsumeManyRow>(pool, 'rate-limit store', timeoutMs, consumeSql, values).then(
       (rows) => {
+        const receivedAtMs = Date.now();
+        if (rows[0]?.clock_ms != null) offsetMs = Number(rows[0].clock_ms) - receivedAtMs;
+        const expired = rows.length > 0 && rows.every((row) => row.error_code === DEADLINE_PASSED);
+        if (expired && !retried && receivedAtMs < deadlineAtMs) {
+          send(batch, deadlineAtMs, true);
+          return;
+        }
         for (const row of rows) batch[row.ordinal - 1]?.resolve(row);
         // Never a consume left waiting (a settled one ignores this): a reply short of rows is the function's fault.
         if (rows.length !== batch.length) {
