@@ -1,14 +1,15 @@
 /**
  * The API-key record store on a 3-master Redis Cluster through ioredis `Cluster` clients: every key in one slot,
  * changes heard by a watcher on another client (PUBLISH reaches every node), and the watcher's connection cut on
- * its node and made again.
+ * its node, or left half-open, and made again.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type { ApiKeyRecord, ApiKeyRecordWatcher } from '@petstore/core';
 import { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { apiKeyRedisKeys, redisApiKeyRecordStore } from './api-key-record-store.js';
-import { connectCluster, redisCluster, skipCluster, track, uniquePrefix } from '../test-support/redis.js';
+import { WATCH_HEARTBEAT_INTERVAL_MS, WATCH_HEARTBEAT_TIMEOUT_MS } from './api-key-watch.js';
+import { connectCluster, freezableProxy, redisCluster, skipCluster, track, uniquePrefix } from '../test-support/redis.js';
 
 const digest = (label: string) => new Uint8Array(createHash('sha256').update(label).digest());
 const hexOf = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');
@@ -32,10 +33,12 @@ function recorder() {
   };
   const listener: ApiKeyRecordWatcher = {
     onChange: (digests) => push(`change ${digests.map(hexOf).sort().join(',')}`),
+    onDisconnect: () => push('disconnect'),
     onReconnect: () => push('reconnect'),
   };
   return {
     listener,
+    events,
     async next() {
       while (read >= events.length) await new Promise<void>((resolve) => waiting.push(resolve));
       return events[read++]!;
@@ -105,9 +108,42 @@ describe.skipIf(skipCluster)('redisApiKeyRecordStore on a 3-master Redis Cluster
       }
     }
     expect(killed).toBe(1);
+    expect(await heard.next()).toBe('disconnect');
     expect(await heard.next()).toBe('reconnect');
     await writer.update('key_before', { kind: 'update', nowMs: 2, plan: 'business' });
     expect(await heard.next()).toBe(`change ${hexOf(digest('key_before'))}`);
     await watcher.close();
+  });
+
+  it('notices a half-open node connection by its heartbeat: onDisconnect, a connection to a node again, onReconnect', async () => {
+    // The watcher's client reaches every node through a proxy of its own (natMap); the writer's goes straight.
+    const proxies = await Promise.all(nodes.map((node) => freezableProxy(node)));
+    const natMap = Object.fromEntries(nodes.map((node, i) => [`${node.host}:${node.port}`, { host: '127.0.0.1', port: proxies[i]!.port }]));
+    const keyPrefix = uniquePrefix('cluster');
+    const watcherClient = connectCluster({ natMap });
+    await watcherClient.ping(); // its slot map, hence every node it knows, is behind the proxies
+    const watcher = redisApiKeyRecordStore({ client: watcherClient, keyPrefix });
+    const writer = redisApiKeyRecordStore({ client: connectCluster(), keyPrefix });
+    const heard = recorder();
+    // Only timers are faked (the heartbeat, its deadline, the backoff); sockets stay real.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      await watcher.watch(heard.listener);
+      await writer.create(record('key_half'));
+      expect(await heard.next()).toBe(`change ${hexOf(digest('key_half'))}`);
+      for (const proxy of proxies) proxy.freeze();
+      await vi.advanceTimersByTimeAsync(WATCH_HEARTBEAT_INTERVAL_MS + WATCH_HEARTBEAT_TIMEOUT_MS - 1);
+      expect(heard.events).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(await heard.next()).toBe('disconnect');
+      for (const proxy of proxies) proxy.unfreeze();
+      await vi.advanceTimersByTimeAsync(100); // the new connection's backoff
+      expect(await heard.next()).toBe('reconnect');
+      await writer.update('key_half', { kind: 'update', nowMs: 2, plan: 'business' });
+      expect(await heard.next()).toBe(`change ${hexOf(digest('key_half'))}`);
+      await watcher.close();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

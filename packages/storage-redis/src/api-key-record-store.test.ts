@@ -8,8 +8,8 @@ import { isPetstoreError, type ApiKeyRecord, type ApiKeyRecordWatcher } from '@p
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { apiKeyRedisKeys, redisApiKeyRecordStore, type RedisApiKeyRecordStore } from './api-key-record-store.js';
-import { digestsOfMessage } from './api-key-watch.js';
-import { closedPort, connect, countCommands, skipRedis, track, uniquePrefix } from '../test-support/redis.js';
+import { digestsOfMessage, WATCH_HEARTBEAT_INTERVAL_MS, WATCH_HEARTBEAT_TIMEOUT_MS } from './api-key-watch.js';
+import { closedPort, connect, countCommands, freezableProxy, skipRedis, track, uniquePrefix } from '../test-support/redis.js';
 
 /** A SHA-256 digest made of `label` (the store never sees keys, only digests like this one). */
 const digest = (label: string) => new Uint8Array(createHash('sha256').update(label).digest());
@@ -29,9 +29,10 @@ function newStore(options: { keyPrefix?: string; maxRecords?: number; client?: R
   return { client, keyPrefix, keys: apiKeyRedisKeys(keyPrefix), store: redisApiKeyRecordStore({ client, keyPrefix, maxRecords: options.maxRecords }) };
 }
 
-/** What a watcher heard, in order; `next()` waits for the next event (a real one: no timer). */
+/** What a watcher heard, in order (the errors of `onDisconnect` apart); `next()` waits for the next event (a real one: no timer). */
 function recorder() {
-  const events: Array<{ kind: 'change'; digests: string[] } | { kind: 'reconnect' }> = [];
+  const events: Array<{ kind: 'change'; digests: string[] } | { kind: 'disconnect' } | { kind: 'reconnect' }> = [];
+  const errors: Error[] = [];
   const waiting: Array<() => void> = [];
   let read = 0;
   const push = (event: (typeof events)[number]) => {
@@ -40,16 +41,36 @@ function recorder() {
   };
   const listener: ApiKeyRecordWatcher = {
     onChange: (digests) => push({ kind: 'change', digests: digests.map(hexOf).sort() }),
+    onDisconnect: (error) => {
+      errors.push(error);
+      push({ kind: 'disconnect' });
+    },
     onReconnect: () => push({ kind: 'reconnect' }),
   };
   return {
     listener,
     events,
+    errors,
     async next() {
       while (read >= events.length) await new Promise<void>((resolve) => waiting.push(resolve));
       return events[read++]!;
     },
   };
+}
+
+/** Waits until Redis's ACL log counts `count` refusals of a channel to `user` (polled: the log is the only witness). */
+async function untilChannelRefused(admin: Redis, user: string, count: number): Promise<void> {
+  for (;;) {
+    const entries = (await admin.call('ACL', 'LOG')) as string[][];
+    let refused = 0;
+    for (const entry of entries) {
+      const fields = new Map<string, unknown>();
+      for (let i = 0; i < entry.length; i += 2) fields.set(entry[i] as string, entry[i + 1]);
+      if (fields.get('username') === user && fields.get('reason') === 'channel') refused += Number(fields.get('count'));
+    }
+    if (refused >= count) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
 }
 
 /** The client id of the subscriber connection named `name` (the duplicate carries its client's connectionName). */
@@ -388,6 +409,8 @@ describe.skipIf(skipRedis)('redisApiKeyRecordStore against Redis', () => {
       expect(subscriber).toBeDefined();
       await admin.call('ACL', 'SETUSER', user, 'off');
       await admin.call('CLIENT', 'KILL', 'ID', subscriber!);
+      expect(await heard.next()).toEqual({ kind: 'disconnect' });
+      expect(heard.errors[0]?.message).toMatch(/subscriber connection closed/);
       await writer.update(key.keyId, { kind: 'revoke', nowMs: 2_000 }); // published while nobody listens
       // The reader's own client stays logged in and reads the truth.
       expect(await reader.findByDigest(key.digest)).toMatchObject({ revokedAtMs: 2_000 });
@@ -396,11 +419,85 @@ describe.skipIf(skipRedis)('redisApiKeyRecordStore against Redis', () => {
       const next = record();
       await writer.create(next);
       expect(await heard.next()).toEqual({ kind: 'change', digests: [hexOf(next.digest)] });
-      // The lost revocation was never delivered.
+      // The lost revocation was never delivered; the break was told once, however often the login was refused.
       expect(heard.events.filter((event) => event.kind === 'change')).toHaveLength(2);
+      expect(heard.events.filter((event) => event.kind === 'disconnect')).toHaveLength(1);
       expect(await subscriberIds(admin, name)).toHaveLength(1);
     } finally {
       await admin.call('ACL', 'DELUSER', user);
+    }
+  });
+
+  it('keeps the process up when Redis refuses the subscription again after an ACL change: onDisconnect, retries, onReconnect once allowed', async () => {
+    // A user of its own: taking its channels away disturbs no other test on this server.
+    const admin = connect();
+    const user = `apikeys-${randomUUID()}`;
+    await admin.call('ACL', 'SETUSER', user, 'on', '>secret', '~*', '&*', '+@all');
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const keyPrefix = uniquePrefix();
+      const name = `refused-${randomUUID()}`;
+      const reader = newStore({ keyPrefix, client: connect({ username: user, password: 'secret', connectionName: name }) }).store;
+      const writer = newStore({ keyPrefix }).store;
+      const heard = recorder();
+      const watch = await reader.watch(heard.listener);
+      const [subscriber] = await subscriberIds(admin, name);
+      expect(subscriber).toBeDefined();
+      await admin.call('ACL', 'SETUSER', user, 'resetchannels');
+      // Redis 7 drops a subscriber whose channels were taken away; the kill makes sure of it (0 if it was dropped).
+      await admin.call('CLIENT', 'KILL', 'ID', subscriber!);
+      expect(await heard.next()).toEqual({ kind: 'disconnect' });
+      // The subscriber reconnects and its SUBSCRIBE is refused (NOPERM); it is asked again after backoff.
+      await untilChannelRefused(admin, user, 1);
+      await admin.call('ACL', 'SETUSER', user, 'allchannels');
+      expect(await heard.next()).toEqual({ kind: 'reconnect' });
+      const key = record();
+      await writer.create(key);
+      expect(await heard.next()).toEqual({ kind: 'change', digests: [hexOf(key.digest)] });
+      expect(heard.events.map((event) => event.kind)).toEqual(['disconnect', 'reconnect', 'change']);
+      await watch.close();
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await admin.call('ACL', 'DELUSER', user);
+    }
+  });
+
+  it('notices a half-open subscriber connection by its heartbeat: onDisconnect, a new connection, onReconnect, changes again', async () => {
+    const proxy = await freezableProxy();
+    const keyPrefix = uniquePrefix();
+    const reader = newStore({ keyPrefix, client: track(new Redis(proxy.url, { maxRetriesPerRequest: 1 })) }).store;
+    const writer = newStore({ keyPrefix }).store;
+    const heard = recorder();
+    // Only timers are faked (the heartbeat, its deadline, the backoff); sockets stay real.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const watch = await reader.watch(heard.listener);
+      const before = record();
+      await writer.create(before);
+      expect(await heard.next()).toEqual({ kind: 'change', digests: [hexOf(before.digest)] });
+      proxy.freeze();
+      await writer.create(record()); // never reaches the reader
+      await vi.advanceTimersByTimeAsync(WATCH_HEARTBEAT_INTERVAL_MS); // a PING goes out, and is not answered …
+      await vi.advanceTimersByTimeAsync(WATCH_HEARTBEAT_TIMEOUT_MS - 1);
+      expect(heard.events).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(1); // … within the bound
+      expect(await heard.next()).toEqual({ kind: 'disconnect' });
+      expect(heard.errors[0]?.message).toBe(`The API-key record store's subscriber connection did not answer PING within ${WATCH_HEARTBEAT_TIMEOUT_MS} ms`);
+      const accepted = proxy.connections;
+      proxy.unfreeze();
+      await vi.advanceTimersByTimeAsync(100); // the new connection's backoff
+      expect(await heard.next()).toEqual({ kind: 'reconnect' });
+      expect(proxy.connections).toBe(accepted + 1);
+      const after = record();
+      await writer.create(after);
+      expect(await heard.next()).toEqual({ kind: 'change', digests: [hexOf(after.digest)] });
+      expect(heard.events.map((event) => event.kind)).toEqual(['change', 'disconnect', 'reconnect', 'change']);
+      await watch.close();
+    } finally {
+      vi.useRealTimers();
     }
   });
 

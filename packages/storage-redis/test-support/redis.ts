@@ -3,7 +3,7 @@
  * each test, and a unique key prefix per store so tests never collide (its keys are deleted after the file).
  */
 import { randomUUID } from 'node:crypto';
-import { connect as connectSocket, createServer, type Socket } from 'node:net';
+import { connect as connectSocket, createServer, type Server, type Socket } from 'node:net';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { BanState, RateLimitState } from '@petstore/core';
 import { CONSUME_COMMAND } from '../src/consume-batches.js';
@@ -27,15 +27,19 @@ const usedPrefixes = new Set<string>();
 const usedValkeyPrefixes = new Set<string>();
 const usedClusterPrefixes = new Set<string>();
 const openSockets = new Set<Socket>();
+const openServers = new Set<Server>();
 
 /**
- * Closes the clients and sockets handed out for the test that ended. Registered for every test file by
+ * Closes the clients, sockets and proxies handed out for the test that ended. Registered for every test file by
  * test-support/setup.ts (a setup file runs again for each file; a hook registered here, at the top of a module
  * that the files of a worker share, would run for the first file only).
  */
 export async function closeClientsAfterTest(): Promise<void> {
   for (const socket of openSockets) socket.destroy();
   openSockets.clear();
+  const servers = [...openServers];
+  openServers.clear();
+  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
   const clients = [...openClients];
   openClients.clear();
   await Promise.all(
@@ -276,4 +280,71 @@ export async function redisNowMs(client: Pick<Redis, 'time'>): Promise<number> {
  */
 export async function expiresAtMs(client: Pick<Redis, 'call'>, key: string): Promise<number> {
   return Number(await client.call('PEXPIRETIME', key));
+}
+
+/** A TCP proxy that can stop forwarding without closing anything: see {@link freezableProxy}. */
+export interface FreezableProxy {
+  /** The port on 127.0.0.1 it listens on. */
+  port: number;
+  /** The URL of the Redis under test with this proxy's address instead of the server's. */
+  url: string;
+  /** Connections accepted so far. */
+  readonly connections: number;
+  /**
+   * Stops forwarding in both directions, keeping every socket open (bytes sent meanwhile are dropped): to a
+   * client, a half-open connection, as a network path that died without a word leaves it. New connections are
+   * accepted and frozen too.
+   */
+  freeze(): void;
+  /** Forwards again (on every connection; one frozen meanwhile has lost bytes, so its client must replace it). */
+  unfreeze(): void;
+}
+
+/**
+ * A TCP proxy on 127.0.0.1 to `host`:`port` (default: the Redis under test) that can be frozen; closed, with its
+ * sockets, after the current test.
+ */
+export async function freezableProxy(target: { host: string; port: number } = redisTarget()): Promise<FreezableProxy> {
+  let frozen = false;
+  let connections = 0;
+  const server = createServer((client) => {
+    connections += 1;
+    const upstream = connectSocket(target.port, target.host);
+    for (const [from, to] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      openSockets.add(from);
+      from.on('data', (chunk) => {
+        if (!frozen) to.write(chunk);
+      });
+      from.on('error', () => undefined);
+      from.on('close', () => to.destroy());
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  openServers.add(server);
+  const port = (server.address() as { port: number }).port;
+  const url = new URL(redisUrl ?? 'redis://127.0.0.1:1');
+  url.hostname = '127.0.0.1';
+  url.port = String(port);
+  return {
+    port,
+    url: url.toString(),
+    get connections() {
+      return connections;
+    },
+    freeze: () => {
+      frozen = true;
+    },
+    unfreeze: () => {
+      frozen = false;
+    },
+  };
+}
+
+/** Host and port of the Redis under test. */
+function redisTarget(): { host: string; port: number } {
+  const url = new URL(redisUrl ?? 'redis://127.0.0.1:1');
+  return { host: url.hostname, port: Number(url.port || 6379) };
 }
