@@ -7,7 +7,7 @@
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/observability.md#channels
  * @see https://nodejs.org/api/diagnostics_channel.html#class-tracingchannel
  */
-import { tracingChannel, type TracingChannel } from 'node:diagnostics_channel';
+import { channel, tracingChannel, type Channel, type TracingChannel } from 'node:diagnostics_channel';
 import type { PlanName } from './auth/principal.js';
 import type { OperationId } from './http/operations.js';
 import type { PetstoreResponse } from './http/types.js';
@@ -172,3 +172,37 @@ export function tracedCategoryStore(store: CategoryStore): CategoryStore {
       traceStoreCall(backend, 'create_idempotent', () => store.createIdempotent(...args)),
   };
 }
+
+/**
+ * The name of the channel on which `managedApiKeys` publishes each change of its {@link ApiKeyWatchState}, with a
+ * {@link PetstoreApiKeyWatchMessage} as the message (a plain channel: one message per change, none while it has
+ * no subscriber). The library logs nothing itself: subscribe to log a lost watch or to export it as a metric.
+ */
+export const PETSTORE_API_KEY_WATCH_CHANNEL = 'petstore:api-key-watch';
+
+/**
+ * Whether managed API keys hear their store's changes (`ManagedApiKeys.watchState`):
+ * - `connecting`: the first `watch()` of the store is under way;
+ * - `watching`: changes are heard, and cached keys are trusted until their TTL;
+ * - `disconnected`: the watch failed to start (it is tried again) or the store reported it broken
+ *   (`onDisconnect`): a cached key is not trusted to be valid, every accepted key is checked at the store,
+ *   until the watch is back (`onReconnect`, or a retry that starts it);
+ * - `unwatched`: the store has no `watch`, or the manager was closed: cached keys are trusted for their TTL.
+ * In `connecting` as in `disconnected`, accepted keys are checked at the store.
+ */
+export type ApiKeyWatchState = 'connecting' | 'watching' | 'disconnected' | 'unwatched';
+
+/** The message of the {@link PETSTORE_API_KEY_WATCH_CHANNEL} channel: one change of a manager's watch state. */
+export interface PetstoreApiKeyWatchMessage {
+  /** The record store's `backend` (`custom` when it has none). */
+  readonly backend: StoreBackend;
+  /** The state now. */
+  readonly state: ApiKeyWatchState;
+  /** The state before this change. */
+  readonly previousState: ApiKeyWatchState;
+  /** With `disconnected`: why (the store's `onDisconnect` error, or the failure of `watch()`), without secrets. */
+  readonly error?: Error;
+}
+
+/** The watch-state channel. Internal: subscribers find it by {@link PETSTORE_API_KEY_WATCH_CHANNEL}. */
+export const apiKeyWatchChannel = channel(PETSTORE_API_KEY_WATCH_CHANNEL) as Channel<PetstoreApiKeyWatchMessage>;

@@ -93,7 +93,10 @@ export type { PetstoreEvent, PetstoreEventType, PetstoreLogger } from './http/ev
 export {
   PETSTORE_REQUEST_CHANNEL,
   PETSTORE_STORE_CHANNEL,
+  PETSTORE_API_KEY_WATCH_CHANNEL,
   type ApiKeyRefusalReason,
+  type ApiKeyWatchState,
+  type PetstoreApiKeyWatchMessage,
   type AuthFailureReason,
   type PetstoreRequestContext,
   type PetstoreStoreContext,

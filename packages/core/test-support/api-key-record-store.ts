@@ -60,6 +60,10 @@ function apply(record: ApiKeyRecord, change: ApiKeyRecordChange, faults: ApiKeyR
 export interface TestApiKeyRecordBackend {
   instance(): TestApiKeyRecordStore;
   breakNotifications(): Promise<void>;
+  /** Drops every watch's subscription and reports it (`onDisconnect(error)`); changes are not delivered until `reconnect()`. */
+  disconnect(error: Error): void;
+  /** Renews every dropped subscription and reports it (`onReconnect()`). */
+  reconnect(): void;
 }
 
 /** Creates an empty store, optionally broken; `maxRecords` bounds it (default unbounded). */
@@ -84,6 +88,20 @@ export function testApiKeyRecordBackend(options: { faults?: ApiKeyRecordStoreFau
           watcher.onReconnect();
         }
       });
+    },
+    disconnect(error) {
+      for (const [watcher, subscription] of watchers) {
+        if (!subscription.connected) continue;
+        subscription.connected = false;
+        watcher.onDisconnect(error);
+      }
+    },
+    reconnect() {
+      for (const [watcher, subscription] of watchers) {
+        if (subscription.connected) continue;
+        subscription.connected = true;
+        watcher.onReconnect();
+      }
     },
   };
 }

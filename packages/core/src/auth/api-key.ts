@@ -47,15 +47,23 @@ export function apiKeyHashesEqual(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 /**
- * What the pipeline tells {@link ApiKeyStore.findPrincipal} about one lookup.
+ * What the pipeline tells {@link ApiKeyStore.findPrincipal} about one lookup: whether the caller may spend a
+ * backend lookup on a key the store knows nothing of. A store without an in-process cache ignores both fields.
  *
- * - `cachedOnly`: answer from memory only. A store with an in-process cache answers a cached key as usual and
- *   treats a miss as unknown (`undefined`) without asking its backend; a store without a cache ignores it. The
+ * - `cachedOnly`: it may not. A store with a cache answers a cached key as usual and treats a digest it holds
+ *   nothing of as unknown (`undefined`) without asking its backend; it may still look up a digest it has
+ *   accepted before (`managedApiKeys` does, so a valid key keeps working from a refused address). The
  *   pipeline sets it while the caller's address is refused by the anonymous rate limit, so that a flood of
  *   well-formed unknown keys from one address stops reaching the backend.
+ * - `reserveLookup()`: it may once its turn comes. A store with a cache calls it (at most once per call of
+ *   `findPrincipal`) before asking its backend about a digest it holds nothing of, and looks up only when it
+ *   resolves `true`; `false` means treat the key as unknown. The pipeline lets one such lookup per caller
+ *   without a valid key (its anonymous key: the address, by default) run at a time, until the request's
+ *   anonymous charge is known, so the anonymous limit bounds the lookups at any concurrency. Never rejects.
  */
 export interface FindPrincipalContext {
   cachedOnly?: boolean;
+  reserveLookup?(): Promise<boolean>;
 }
 
 /**

@@ -1,9 +1,11 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { testApiKeyRecordBackend, testApiKeyRecordStore, type TestApiKeyRecordStore } from '../../test-support/api-key-record-store.js';
 import { isPetstoreError, PetstoreError } from '../errors.js';
 import { fakeClock } from '../testing/fake-clock.js';
-import { hashApiKey } from './api-key.js';
-import type { ApiKeyRecord, ApiKeyRecordStore } from './api-key-records.js';
+import { PETSTORE_API_KEY_WATCH_CHANNEL, type PetstoreApiKeyWatchMessage } from '../diagnostics.js';
+import { hashApiKey, lookupKey } from './api-key.js';
+import type { ApiKeyRecord, ApiKeyRecordStore, ApiKeyRecordWatcher } from './api-key-records.js';
 import { DEFAULT_MANAGED_KEYS_CACHE, DEFAULT_ROTATION_GRACE_MS, managedApiKeys } from './managed-api-keys.js';
 import { generateManagedKey, managedKeyPattern } from './managed-key-format.js';
 
@@ -422,6 +424,195 @@ describe('managedApiKeys: several instances', () => {
     expect(await here.findPrincipal(hashApiKey(other.key))).toBeDefined();
     await there.revoke(other.keyId);
     expect(await here.findPrincipal(hashApiKey(other.key))).toBeDefined(); // closed: no longer told
+  });
+});
+
+describe('managedApiKeys: the full digest decides', () => {
+  it('never answers a cached key, known or unknown, for another digest with the same 48-bit lookup key', async () => {
+    const { keys, store } = setup();
+    const { key, keyId } = await keys.issue({ accountId: 'a', plan: 'pro' });
+    const digest = hashApiKey(key);
+    const twin = new Uint8Array(digest);
+    twin[31] = (twin[31] as number) ^ 1;
+    const other = new Uint8Array(digest);
+    other[30] = (other[30] as number) ^ 1;
+    expect([lookupKey(twin), lookupKey(other)]).toEqual([lookupKey(digest), lookupKey(digest)]);
+    expect(await keys.findPrincipal(twin)).toBeUndefined(); // unknown, and cached as unknown
+    expect((await keys.findPrincipal(digest))?.keyId).toBe(keyId); // not hidden by its unknown twin
+    expect(await keys.findPrincipal(twin)).toBeUndefined(); // nor does the known key answer for it
+    expect(store.digestLookups).toBe(2);
+    // An accepted digest lets a refused caller look it up again; a digest that only shares its lookup key does not.
+    expect(await keys.findPrincipal(other, { cachedOnly: true })).toBeUndefined();
+    expect(store.digestLookups).toBe(2);
+    await keys.revoke(keyId);
+    expect(await keys.findPrincipal(digest)).toBeUndefined();
+    expect([keys.refusalReason(digest), keys.refusalReason(twin)]).toEqual(['revoked', undefined]);
+  });
+});
+
+describe('managedApiKeys: keys accepted before, for callers that may not spend lookups', () => {
+  it('looks up a key it accepted before past the TTL (cachedOnly or a refused turn), never a digest it did not accept', async () => {
+    const { keys, store, clock } = setup();
+    const { key, keyId } = await keys.issue({ accountId: 'a', plan: 'pro' });
+    const digest = hashApiKey(key);
+    const stranger = hashApiKey(generateManagedKey('pet_'));
+    const refused = { reserveLookup: vi.fn(async () => false) };
+    expect(await keys.findPrincipal(digest)).toBeDefined();
+    expect(store.digestLookups).toBe(1);
+    for (let n = 1; n <= 4; n++) {
+      clock.advance(DEFAULT_MANAGED_KEYS_CACHE.ttlMs + 1); // each time past the cache's lifetime
+      expect(await keys.findPrincipal(digest, { cachedOnly: true })).toBeDefined();
+      expect(await keys.findPrincipal(digest, refused)).toBeDefined(); // cached again: no lookup
+      expect(store.digestLookups).toBe(1 + n);
+    }
+    expect(refused.reserveLookup).not.toHaveBeenCalled();
+    expect(await keys.findPrincipal(stranger, { cachedOnly: true })).toBeUndefined();
+    expect(await keys.findPrincipal(stranger, refused)).toBeUndefined();
+    expect(refused.reserveLookup).toHaveBeenCalledTimes(1);
+    expect(store.digestLookups).toBe(5);
+    // Once refused at a lookup, the key is no longer one accepted before.
+    await store.update(keyId, { kind: 'revoke', nowMs: clock.now() }); // heard: forgotten by the cache
+    expect(await keys.findPrincipal(digest, { cachedOnly: true })).toBeUndefined();
+    expect(store.digestLookups).toBe(6);
+    clock.advance(DEFAULT_MANAGED_KEYS_CACHE.ttlMs + 1);
+    expect(await keys.findPrincipal(digest, { cachedOnly: true })).toBeUndefined();
+    expect(store.digestLookups).toBe(6);
+  });
+
+  it('looks a digest up once its turn is granted, and answers from the cache what was looked up meanwhile', async () => {
+    const { keys, store } = setup();
+    const { key } = await keys.issue({ accountId: 'a', plan: 'pro' });
+    let grant: (granted: boolean) => void = () => undefined;
+    const waiting = { reserveLookup: vi.fn(() => new Promise<boolean>((resolve) => (grant = resolve))) };
+    const answer = keys.findPrincipal(hashApiKey(key), waiting);
+    await keys.findPrincipal(hashApiKey(key)); // another caller, free to look up
+    grant(true);
+    expect((await answer)?.accountId).toBe('a');
+    expect(store.digestLookups).toBe(1);
+  });
+});
+
+describe('managedApiKeys: a broken watch', () => {
+  /** The watch-state messages of one backend name while `run` runs. */
+  async function watchMessages(backend: string, run: () => Promise<void>): Promise<PetstoreApiKeyWatchMessage[]> {
+    const messages: PetstoreApiKeyWatchMessage[] = [];
+    const listener = (message: unknown) => {
+      if ((message as PetstoreApiKeyWatchMessage).backend === backend) messages.push(message as PetstoreApiKeyWatchMessage);
+    };
+    subscribe(PETSTORE_API_KEY_WATCH_CHANNEL, listener);
+    try {
+      await run();
+    } finally {
+      unsubscribe(PETSTORE_API_KEY_WATCH_CHANNEL, listener);
+    }
+    return messages;
+  }
+
+  it('checks every accepted key at the store from the break until the watch is back, telling each change once', async () => {
+    const backend = testApiKeyRecordBackend();
+    const inner = backend.instance();
+    let watcher: ApiKeyRecordWatcher | undefined;
+    const store: ApiKeyRecordStore = {
+      ...inner,
+      backend: 'test-broken-watch',
+      watch: (listener) => {
+        watcher = listener;
+        return inner.watch(listener);
+      },
+    };
+    const clock = fakeClock();
+    const here = managedApiKeys({ store, clock });
+    const lost = new Error('watch heartbeat unanswered');
+    const messages = await watchMessages('test-broken-watch', async () => {
+      expect(here.watchState).toBe('connecting');
+      await here.ready();
+      expect(here.watchState).toBe('watching');
+      const doomed = await here.issue({ accountId: 'a', plan: 'pro' });
+      const kept = await here.issue({ accountId: 'b', plan: 'pro' });
+      for (const { key } of [doomed, kept, doomed, kept]) expect(await here.findPrincipal(hashApiKey(key))).toBeDefined();
+      expect(inner.digestLookups).toBe(2);
+
+      backend.disconnect(lost);
+      watcher?.onDisconnect(new Error('connection closed')); // the same break, reported twice
+      expect(here.watchState).toBe('disconnected');
+      // Revoked on the backend directly: no notification reaches this instance.
+      await backend.instance().update(doomed.keyId, { kind: 'revoke', nowMs: clock.now() });
+      expect(await here.findPrincipal(hashApiKey(doomed.key))).toBeUndefined(); // the next request
+      expect(inner.digestLookups).toBe(3);
+      expect(await here.findPrincipal(hashApiKey(doomed.key))).toBeUndefined(); // a refusal stands: no lookup
+      expect(inner.digestLookups).toBe(3);
+      const answers = await Promise.all(Array.from({ length: 10 }, () => here.findPrincipal(hashApiKey(kept.key))));
+      expect(answers.every((principal) => principal?.accountId === 'b')).toBe(true);
+      expect(inner.digestLookups).toBe(4); // concurrent lookups of one digest share one
+      expect(await here.findPrincipal(hashApiKey(kept.key))).toBeDefined();
+      expect(inner.digestLookups).toBe(5); // and each use asks the store again
+
+      backend.reconnect();
+      expect(here.watchState).toBe('watching');
+      expect(await here.findPrincipal(hashApiKey(kept.key))).toBeDefined();
+      expect(await here.findPrincipal(hashApiKey(kept.key))).toBeDefined();
+      expect(inner.digestLookups).toBe(6); // cached again
+      await here.close();
+      expect(here.watchState).toBe('unwatched');
+    });
+    expect(messages).toEqual([
+      { backend: 'test-broken-watch', state: 'watching', previousState: 'connecting' },
+      { backend: 'test-broken-watch', state: 'disconnected', previousState: 'watching', error: lost },
+      { backend: 'test-broken-watch', state: 'watching', previousState: 'disconnected' },
+      { backend: 'test-broken-watch', state: 'unwatched', previousState: 'watching' },
+    ]);
+  });
+
+  it('counts a watch that failed to start as disconnected, and forgets what it cached once a retry starts it', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const backend = testApiKeyRecordBackend();
+    const inner = backend.instance();
+    const refused = new Error('subscriber connection refused');
+    let failing = true;
+    const store: ApiKeyRecordStore = {
+      ...inner,
+      backend: 'test-late-watch',
+      watch: async (listener) => {
+        if (failing) throw refused;
+        return inner.watch(listener);
+      },
+    };
+    const clock = fakeClock();
+    const here = managedApiKeys({ store, clock });
+    const messages = await watchMessages('test-late-watch', async () => {
+      await expect(here.ready()).rejects.toMatchObject({ code: 'service_unavailable' });
+      expect(here.watchState).toBe('disconnected');
+      const issued = await here.issue({ accountId: 'a', plan: 'free' });
+      expect(await here.findPrincipal(hashApiKey(issued.key))).toBeDefined(); // cached, not trusted yet
+      await vi.advanceTimersByTimeAsync(1_000); // the retry fails too
+      expect(here.watchState).toBe('disconnected');
+      // Revoked on the backend while this instance does not watch: never told.
+      await backend.instance().update(issued.keyId, { kind: 'revoke', nowMs: clock.now() });
+      failing = false;
+      await vi.advanceTimersByTimeAsync(2_000);
+      expect(here.watchState).toBe('watching');
+      expect(await here.findPrincipal(hashApiKey(issued.key))).toBeUndefined(); // at once, not after the TTL
+      await here.close();
+    });
+    expect(messages).toEqual([
+      { backend: 'test-late-watch', state: 'disconnected', previousState: 'connecting', error: refused },
+      { backend: 'test-late-watch', state: 'watching', previousState: 'disconnected' },
+      { backend: 'test-late-watch', state: 'unwatched', previousState: 'watching' },
+    ]);
+  });
+
+  it('is unwatched on a store without watch, and then forgets at once what its own revocation touched', async () => {
+    const { watch: _watch, ...deaf } = testApiKeyRecordStore();
+    const clock = fakeClock();
+    const here = managedApiKeys({ store: deaf, clock });
+    expect(here.watchState).toBe('unwatched');
+    const issued = await here.issue({ accountId: 'a', plan: 'pro' });
+    const rotated = await here.rotate(issued.keyId, { graceMs: HOUR_MS });
+    expect(await here.findPrincipal(hashApiKey(issued.key))).toBeDefined(); // the replaced key, in its grace, cached
+    expect(await here.findPrincipal(hashApiKey(rotated.key))).toBeDefined();
+    await here.revoke(issued.keyId);
+    expect(await here.findPrincipal(hashApiKey(issued.key))).toBeUndefined();
+    expect(await here.findPrincipal(hashApiKey(rotated.key))).toBeUndefined();
   });
 });
 

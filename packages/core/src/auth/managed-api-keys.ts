@@ -8,7 +8,7 @@
 import { LRUCache } from 'lru-cache';
 import { systemClock, type Clock } from '../clock.js';
 import { PetstoreError, isPetstoreError } from '../errors.js';
-import type { ApiKeyRefusalReason, StoreBackend } from '../diagnostics.js';
+import { apiKeyWatchChannel, type ApiKeyRefusalReason, type ApiKeyWatchState, type StoreBackend } from '../diagnostics.js';
 import {
   IssueApiKeySchema,
   KeyIdSchema,
@@ -151,7 +151,13 @@ export interface ManagedApiKeys extends ApiKeyStore {
    * The principal of the key with this SHA-256 digest (32 bytes), if the key is accepted now: not revoked, not
    * expired, and, for the key replaced by a rotation, within its grace period. From the cache when it holds
    * the digest (known or unknown), else from the store (concurrent lookups of one digest share one store call).
-   * With `context.cachedOnly`, a digest the cache does not hold is unknown, without a store call.
+   * While the watch is not heard ({@link ManagedApiKeys.watchState} `connecting` or `disconnected`), a cached
+   * acceptance is checked at the store again; a cached refusal stands (revocation and expiry are final).
+   *
+   * A digest this manager has never accepted (not among the last `cache.maxKeys` accepted) and does not hold
+   * is looked up only if the caller may spend a lookup: not with `context.cachedOnly` (it is unknown, without a
+   * store call), and with `context.reserveLookup` only once that resolves `true`. A digest it accepted before is
+   * looked up whatever the context, so a valid key keeps working from a refused address past the cache's TTL.
    * @throws PetstoreError `service_unavailable` (with `retryAfterSeconds`) when the store fails.
    */
   findPrincipal(apiKeyHash: Uint8Array, context?: FindPrincipalContext): Promise<Principal | undefined>;
@@ -199,6 +205,14 @@ export interface ManagedApiKeys extends ApiKeyStore {
   /** Stops watching the store (the store itself stays open: close it yourself). Lookups go on, TTL-bound. */
   close(): Promise<void>;
   /**
+   * Whether this manager hears the store's changes now (see {@link ApiKeyWatchState}): `watching`;
+   * `connecting` (the first `watch()` under way) or `disconnected` (it failed and is retried, or the store
+   * reported a break), both checking every accepted key at the store; `unwatched` (a store without `watch`, or
+   * after `close()`), trusting the cache for its TTL. Each change is published on the
+   * `petstore:api-key-watch` diagnostics channel.
+   */
+  readonly watchState: ApiKeyWatchState;
+  /**
    * Removes the records of keys revoked or expired `olderThanMs` (a whole number of ms ≥ 0) or longer ago:
    * `revokedAtMs` or `expiresAtMs` at or before `beforeMs` = now − `olderThanMs`. Their keys stay refused (401
    * as unknown keys); they no longer show in `get` or `list`. Every instance's cache drops them once it hears.
@@ -216,6 +230,9 @@ interface KnownEntry {
   previous: boolean;
   principal: Principal;
 }
+
+/** What {@link managedApiKeys}' cache answers for a digest it cannot answer for: ask the store. */
+const MISS: unique symbol = Symbol('miss');
 
 const hex = (digest: Uint8Array) => Buffer.from(digest.buffer, digest.byteOffset, digest.byteLength).toString('hex');
 
@@ -264,7 +281,10 @@ const notFound = (keyId: string) => new PetstoreError('not_found', `No API key h
  * (`cache.maxUnknownKeys`, `cache.unknownTtlMs`), on `lru-cache`, timed by `options.clock`. A cached record is
  * judged against the clock at each use (revocation, expiry, grace period), so a key expires on time without a
  * lookup. The store's `watch` removes changed digests from both caches (and everything after a reconnection);
- * changes made through this manager are removed at once too.
+ * changes made through this manager are removed at once too. While the watch is broken (the store's
+ * `onDisconnect`, or a `watch()` that failed), accepted keys are checked at the store on every use. The digests
+ * of the last `cache.maxKeys` keys accepted are remembered beyond the TTL (digests only, no record), so that
+ * they may still be looked up for a caller that may not spend lookups on unknown keys.
  *
  * @throws TypeError naming the option, for a wrong option (a store without the record-store methods, a prefix
  *   that is not 1–16 characters `[a-z][a-z0-9]*` followed by `_`, cache bounds that are not whole numbers ≥ 1).
@@ -286,6 +306,11 @@ export function managedApiKeys(options: ManagedApiKeysOptions): ManagedApiKeys {
   const unknown = new LRUCache<number, Uint8Array>({ maxSize: cacheOptions.maxUnknownKeys, sizeCalculation: () => 1, ttl: cacheOptions.unknownTtlMs, ttlResolution: 0, perf });
   /** Store lookups under way, by digest (hex): concurrent misses of one digest share one. */
   const inFlight = new Map<string, Promise<ApiKeyRecord | undefined>>();
+  /**
+   * Digests accepted by a lookup, kept without a TTL and through notifications: not trusted as valid, only
+   * allowed a lookup where an unknown digest is not (a refused address). Filled only by keys that were valid.
+   */
+  const accepted = new LRUCache<number, Uint8Array>({ maxSize: cacheOptions.maxKeys, sizeCalculation: () => 1 });
 
   function forget(digests: readonly Uint8Array[]): void {
     for (const digest of digests) {
@@ -335,12 +360,14 @@ export function managedApiKeys(options: ManagedApiKeysOptions): ManagedApiKeys {
     const lookup: Promise<ApiKeyRecord | undefined> = store.findByDigest(copy).then(
       (record) => {
         // Cached only if no change of this digest was heard meanwhile (forget() dropped it from inFlight).
+        const entry = record === undefined ? undefined : entryOf(copy, record);
         if (inFlight.get(id) === lookup) {
           inFlight.delete(id);
-          const entry = record === undefined ? undefined : entryOf(copy, record);
           if (entry === undefined) unknown.set(lookupKey(copy), copy);
           else known.set(lookupKey(copy), entry);
         }
+        if (entry !== undefined && refusalOf(entry) === undefined) accepted.set(lookupKey(copy), copy);
+        else if (wasAccepted(copy)) accepted.delete(lookupKey(copy));
         return record;
       },
       (error: unknown) => {
@@ -352,14 +379,39 @@ export function managedApiKeys(options: ManagedApiKeysOptions): ManagedApiKeys {
     return lookup;
   }
 
+  /** Whether a lookup accepted `digest` (among the last `maxKeys` accepted): the full digest is compared. */
+  function wasAccepted(digest: Uint8Array): boolean {
+    const remembered = accepted.get(lookupKey(digest));
+    return remembered !== undefined && apiKeyHashesEqual(remembered, digest);
+  }
+
+  /** The cache's answer for `digest`: a principal, `undefined` (refused or unknown), or MISS (ask the store). */
+  function fromCache(digest: Uint8Array): Principal | undefined | typeof MISS {
+    const lookup = lookupKey(digest);
+    const cached = known.get(lookup);
+    if (cached !== undefined && apiKeyHashesEqual(cached.digest, digest)) {
+      const principal = judge(cached);
+      // A refusal is final (revocation, expiry, end of a grace period); an acceptance is trusted only while the
+      // store's changes are heard, or on a store that has none (TTL-bound by design).
+      return principal === undefined || watchState === 'watching' || watchState === 'unwatched' ? principal : MISS;
+    }
+    const unknownDigest = unknown.get(lookup);
+    return unknownDigest !== undefined && apiKeyHashesEqual(unknownDigest, digest) ? undefined : MISS;
+  }
+
   async function findPrincipal(apiKeyHash: Uint8Array, context?: FindPrincipalContext): Promise<Principal | undefined> {
     if (apiKeyHash.byteLength !== API_KEY_HASH_BYTES) return undefined;
-    const lookup = lookupKey(apiKeyHash);
-    const cached = known.get(lookup);
-    if (cached !== undefined && apiKeyHashesEqual(cached.digest, apiKeyHash)) return judge(cached);
-    const unknownDigest = unknown.get(lookup);
-    if (unknownDigest !== undefined && apiKeyHashesEqual(unknownDigest, apiKeyHash)) return undefined;
-    if (context?.cachedOnly === true && !inFlight.has(hex(apiKeyHash))) return undefined;
+    const cached = fromCache(apiKeyHash);
+    if (cached !== MISS) return cached;
+    // A digest never accepted here costs a lookup only if the caller may spend one; a lookup under way is free.
+    if (context !== undefined && !wasAccepted(apiKeyHash) && !inFlight.has(hex(apiKeyHash))) {
+      if (context.cachedOnly === true) return undefined;
+      if (context.reserveLookup !== undefined) {
+        if (!(await context.reserveLookup())) return undefined;
+        const meanwhile = fromCache(apiKeyHash); // another request may have looked it up while this one waited
+        if (meanwhile !== MISS) return meanwhile;
+      }
+    }
     const record = await lookUp(apiKeyHash);
     const entry = record === undefined ? undefined : entryOf(apiKeyHash, record);
     return entry === undefined ? undefined : judge(entry);
@@ -369,23 +421,51 @@ export function managedApiKeys(options: ManagedApiKeysOptions): ManagedApiKeys {
   let closed = false;
   let watchHandle: { close(): Promise<void> } | undefined;
   let retryTimer: ReturnType<typeof setTimeout> | undefined;
+  let watchState: ApiKeyWatchState = store.watch === undefined ? 'unwatched' : 'connecting';
+  /** Set by a break reported while `watch()` was under way: its success then does not mean watching. */
+  let brokeWhileStarting = false;
+  const backend = store.backend ?? 'custom';
+  function setWatchState(state: ApiKeyWatchState, error?: Error): void {
+    if (state === watchState) return;
+    const previousState = watchState;
+    watchState = state;
+    if (apiKeyWatchChannel.hasSubscribers) apiKeyWatchChannel.publish(error === undefined ? { backend, state, previousState } : { backend, state, previousState, error });
+  }
   const listener: ApiKeyRecordWatcher = {
     onChange: (digests) => forget(digests),
-    onDisconnect: () => forgetAll(),
-    onReconnect: () => forgetAll(),
+    onDisconnect: (error) => {
+      if (closed) return;
+      brokeWhileStarting = true;
+      setWatchState('disconnected', error instanceof Error ? error : new Error(String(error)));
+    },
+    onReconnect: () => {
+      // Changes made during the break were not delivered.
+      forgetAll();
+      if (!closed) setWatchState('watching');
+    },
   };
   const startWatching = async (): Promise<void> => {
+    brokeWhileStarting = false;
     const handle = await store.watch!(listener);
     if (closed) await handle.close();
     else watchHandle = handle;
+  };
+  const watched = () => {
+    if (!closed && !brokeWhileStarting) setWatchState('watching');
+  };
+  const notWatched = (error: unknown) => {
+    if (!closed) setWatchState('disconnected', error instanceof Error ? error : new Error(String(error)));
   };
   const retryWatching = (delayMs: number) => {
     retryTimer = setTimeout(() => {
       retryTimer = undefined;
       if (closed) return;
       startWatching().then(
-        // Changes made while not watching were missed.
-        () => forgetAll(),
+        () => {
+          // Changes made while not watching were missed.
+          forgetAll();
+          watched();
+        },
         () => retryWatching(Math.min(delayMs * 2, WATCH_RETRY_MAX_MS)),
       );
     }, delayMs);
@@ -396,7 +476,8 @@ export function managedApiKeys(options: ManagedApiKeysOptions): ManagedApiKeys {
       ? Promise.resolve()
       : Promise.resolve()
           .then(startWatching)
-          .catch((error: unknown) => {
+          .then(watched, (error: unknown) => {
+            notWatched(error);
             retryWatching(WATCH_RETRY_FIRST_MS);
             throw storeFailure(error);
           });
@@ -456,7 +537,10 @@ export function managedApiKeys(options: ManagedApiKeysOptions): ManagedApiKeys {
 
   return {
     prefix,
-    backend: store.backend ?? 'custom',
+    backend,
+    get watchState() {
+      return watchState;
+    },
     acceptsKey: (apiKey) => isWellFormedManagedKey(apiKey, prefix),
     findPrincipal,
     refusalReason(apiKeyHash) {
@@ -515,6 +599,7 @@ export function managedApiKeys(options: ManagedApiKeysOptions): ManagedApiKeys {
     ready: () => watching,
     async close() {
       closed = true;
+      setWatchState('unwatched');
       if (retryTimer !== undefined) clearTimeout(retryTimer);
       await watching.catch(() => undefined);
       const handle = watchHandle;

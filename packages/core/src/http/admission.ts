@@ -124,6 +124,14 @@ function refusedAuthentication(stores: readonly ApiKeyStore[], digest: Buffer): 
 const CACHED_ONLY: FindPrincipalContext = Object.freeze({ cachedOnly: true });
 
 /**
+ * A request's turn to have a key looked up that its store knows nothing of (see `reserveLookup`), held from
+ * the lookup until the request's anonymous charge is known; `release` is set while it is held.
+ */
+interface LookupTurn {
+  release?: () => void;
+}
+
+/**
  * Most callers without a valid key remembered as refused by the anonymous rate limit (see `refusedAnonymous`
  * in createAdmission); past it the least recently refused is forgotten first.
  */
@@ -142,31 +150,68 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
    * anonymous key, each until its `Retry-After` ends (timed by the petstore's clock); an admitted anonymous
    * request removes its caller. While a caller is here, a key it presents is looked up in the API-key stores'
    * memory only (`cachedOnly`): a flood of well-formed unknown keys from one address stops reaching the key
-   * store once the address is refused, at the cost that a valid key not yet cached is refused (429, charged to
-   * the address) from that address until its refusal ends.
+   * store once the address is refused, at the cost that a valid key this instance never accepted is refused
+   * (429, charged to the address) from that address until its refusal ends.
    */
   // maxSize, with a size of 1 per entry, bounds the entry count as `max` would, but allocates as entries come:
   // `max` makes lru-cache allocate its arrays for every entry when the cache is created (BENCHMARKS.md,
   // "Memory store").
   const refusedAnonymous = new LRUCache<string, number>({ maxSize: MAX_REFUSED_ANONYMOUS_CALLERS, sizeCalculation: () => 1, ttlResolution: 0, perf: { now: () => clock.now() } });
 
-  /** The lookup context of a request's key: cached only while its caller is refused as anonymous. */
-  function lookupContext(request: GuardRequest): FindPrincipalContext | undefined {
-    if (refusedAnonymous.size === 0) return undefined;
+  /**
+   * Per caller without a valid key (anonymous key), the last turn in its queue of lookups of keys the stores
+   * know nothing of: one at a time, each held until its anonymous charge is known, so a burst of made-up keys
+   * costs the lookups that sent one at a time would (the anonymous limit, then the refused request), not one
+   * per request. An entry lives while a request of the caller holds or awaits a turn.
+   */
+  const lookupQueues = new Map<string, Promise<void>>();
+
+  function callerKeyOf(request: GuardRequest): string {
     const key = anonymousKey === undefined ? normalizeClientAddress(request.clientAddress, ipv6Subnet) : anonymousKey(request);
-    const refusedUntilMs = refusedAnonymous.get(key ?? UNKNOWN_CLIENT_ADDRESS);
-    return refusedUntilMs !== undefined && refusedUntilMs > clock.now() ? CACHED_ONLY : undefined;
+    return key ?? UNKNOWN_CLIENT_ADDRESS;
+  }
+  function isRefused(callerKey: string): boolean {
+    const refusedUntilMs = refusedAnonymous.get(callerKey);
+    return refusedUntilMs !== undefined && refusedUntilMs > clock.now();
   }
 
-  /** Step 1: who is calling. */
-  async function authenticate(request: GuardRequest): Promise<Authentication> {
+  /** Waits for the request's turn to look up an unheard-of key; `false` when its caller is refused by then. */
+  async function reserveLookup(request: GuardRequest, turn: LookupTurn): Promise<boolean> {
+    if (turn.release !== undefined) return true; // held already (the key is asked of a second store)
+    const callerKey = callerKeyOf(request);
+    const previous = lookupQueues.get(callerKey);
+    let resolve: () => void = () => undefined;
+    const mine = new Promise<void>((resolveTurn) => (resolve = resolveTurn));
+    lookupQueues.set(callerKey, mine);
+    turn.release = () => {
+      turn.release = undefined;
+      if (lookupQueues.get(callerKey) === mine) lookupQueues.delete(callerKey);
+      resolve();
+    };
+    if (previous !== undefined) await previous;
+    if (!isRefused(callerKey)) return true;
+    turn.release();
+    return false;
+  }
+
+  /**
+   * The lookup context of a request's key: cached only while its caller is refused as anonymous, else a lookup of
+   * an unheard-of key waits for the caller's turn.
+   */
+  function lookupContext(request: GuardRequest, turn: LookupTurn): FindPrincipalContext {
+    if (refusedAnonymous.size > 0 && isRefused(callerKeyOf(request))) return CACHED_ONLY;
+    return { reserveLookup: () => reserveLookup(request, turn) };
+  }
+
+  /** Step 1: who is calling. A lookup turn it takes is put in `turn`, for the caller to release. */
+  async function authenticate(request: GuardRequest, turn: LookupTurn): Promise<Authentication> {
     const credential = readBearerCredential(request.headers['authorization']);
     if (credential.kind === 'missing') return NOT_PRESENTED;
     if (credential.kind === 'malformed') return MALFORMED;
     const token = credential.token;
     if (onlyStore !== undefined) {
       const onlyDigest = hashApiKey(token);
-      const principal = await findPrincipal(onlyStore, onlyDigest, lookupContext(request));
+      const principal = await findPrincipal(onlyStore, onlyDigest, lookupContext(request, turn));
       return principal ? { principal, presented: true } : refusedAuthentication(apiKeys, onlyDigest);
     }
     // Each store that accepts the key's format, in order; the key is hashed once, and only if one does.
@@ -176,7 +221,7 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
       if (store.acceptsKey !== undefined && !store.acceptsKey(token)) continue;
       if (digest === undefined) {
         digest = hashApiKey(token);
-        context = lookupContext(request);
+        context = lookupContext(request, turn);
       }
       const principal = await findPrincipal(store, digest, context);
       if (principal) return { principal, presented: true };
@@ -268,16 +313,22 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
   // measured to save too little to keep (BENCHMARKS.md, section "HTTP: GET /v1/categories, authenticated,
   // three categories", holds the server CPU per request it was weighed against).
   async function admit(request: GuardRequest, publicOperation: boolean, cost: number, trace?: PetstoreRequestContext): Promise<Admission> {
-    const authentication = await authenticate(request);
-    const principal = authentication.principal;
-    const consumeOptions = cost === 1 ? undefined : { cost };
-    if (principal) {
-      return conclude(request, publicOperation, authentication, await limiter.consume({ principal }, consumeOptions), cost, trace);
+    const turn: LookupTurn = {};
+    try {
+      const authentication = await authenticate(request, turn);
+      const principal = authentication.principal;
+      const consumeOptions = cost === 1 ? undefined : { cost };
+      if (principal) {
+        turn.release?.(); // a valid key: charged to its account, not to the caller's anonymous budget
+        return conclude(request, publicOperation, authentication, await limiter.consume({ principal }, consumeOptions), cost, trace);
+      }
+      const key = anonymousKeyOf(request);
+      const decision = await limiter.consume({ anonymousKey: key }, consumeOptions);
+      noteAnonymous(key, decision);
+      return conclude(request, publicOperation, authentication, decision, cost, trace);
+    } finally {
+      turn.release?.(); // once the anonymous charge is noted: the next lookup of this caller sees a refusal
     }
-    const key = anonymousKeyOf(request);
-    const decision = await limiter.consume({ anonymousKey: key }, consumeOptions);
-    noteAnonymous(key, decision);
-    return conclude(request, publicOperation, authentication, decision, cost, trace);
   }
 
   async function guard(request: GuardRequest, guardOptions?: GuardOptions): Promise<GuardResult> {

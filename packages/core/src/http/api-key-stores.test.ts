@@ -150,6 +150,29 @@ describe('cached-only lookups while a caller is refused', () => {
     expect(records.digestLookups).toBe(4);
     expect((await petstore.handle(from('flooder', valid.key))).status).toBe(200); // cached now: served
   });
+
+  it('keep serving a key accepted before from an address banned for its neighbour\'s flood, past the cache\'s lifetime', async () => {
+    const { petstore, records, managed, clock } = managedPetstore();
+    const pro = await managed.issue({ accountId: 'customer', plan: 'pro' });
+    const noKey = (): PetstoreRequest => ({ method: 'GET', path: '/categories', headers: {}, clientAddress: CLIENT_ADDRESS });
+    expect((await petstore.handle(get(pro.key))).status).toBe(200); // accepted once, from the shared address
+    // The neighbour behind the same address floods without a key: limited, then banned for 15 minutes.
+    for (let n = 0; n < 60; n++) await petstore.handle(noKey());
+    expectError(await petstore.handle(noKey()), 429, 'temporarily_banned');
+    const lookupsBefore = records.digestLookups;
+    // The customer goes on every 5 s for 2 minutes (four times the cache's 30 s), the neighbour flooding on.
+    for (let second = 5; second <= 120; second += 5) {
+      clock.advance(5_000);
+      for (let n = 0; n < 5; n++) expectError(await petstore.handle(noKey()), 429, 'temporarily_banned');
+      expect((await petstore.handle(get(pro.key))).status, `at ${second} s`).toBe(200);
+    }
+    // Looked up again once its cache entry is past its 30 s (at 35, 70 and 105 s), not at every request.
+    expect(records.digestLookups - lookupsBefore).toBe(3);
+    // A key this instance never accepted is still not looked up from the banned address.
+    const other = await managed.issue({ accountId: 'stranger', plan: 'pro' });
+    expectError(await petstore.handle(get(other.key)), 429, 'temporarily_banned');
+    expect(records.digestLookups - lookupsBefore).toBe(3);
+  });
 });
 
 // 10,000 requests each (the bench's Backends section runs the same floods with 100,000 on Redis and PostgreSQL);
@@ -203,4 +226,24 @@ describe('lookups under a flood', () => {
     const fresh = await managed.issue({ accountId: 'late', plan: 'pro' });
     expect((await petstore.handle(get(fresh.key))).status).toBe(200);
   }, FLOOD_TIMEOUT_MS);
+
+  it('holds the same bound when 2,000 well-formed unknown keys from one address arrive at once', async () => {
+    const { petstore, records, managed } = managedPetstore();
+    const cached = await managed.issue({ accountId: 'acme', plan: 'pro' });
+    expect((await petstore.handle(get(cached.key))).status).toBe(200);
+    const before = records.digestLookups;
+    const answers = await Promise.all([
+      ...Array.from({ length: 2_000 }, () => petstore.handle(get(generateManagedKey('pet_')))),
+      petstore.handle(get(cached.key)), // a cached key does not wait behind the burst
+    ]);
+    const statuses = answers.map((answer) => answer.status);
+    // As one at a time: the anonymous quota's worth of 401s, each after one lookup, then the request refused.
+    expect(records.digestLookups - before).toBe(DEFAULT_ANONYMOUS_LIMITS.requestsPerMinute + 1);
+    expect(statuses.filter((status) => status === 401)).toHaveLength(DEFAULT_ANONYMOUS_LIMITS.requestsPerMinute);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(2_000 - DEFAULT_ANONYMOUS_LIMITS.requestsPerMinute);
+    expect(statuses.at(-1)).toBe(200);
+    // Other addresses are not held up by that one's queue.
+    const elsewhere = await managed.issue({ accountId: 'elsewhere', plan: 'pro' });
+    expect((await petstore.handle(get(elsewhere.key, '192.0.2.99'))).status).toBe(200);
+  });
 });
