@@ -354,3 +354,30 @@ describe.skipIf(skipPostgres)("postgresRateLimitStore: a consume's deadline", ()
     expect((await store.consume('key:skewed', req(minuteAndDay(5, 5), T0))).windows[0]?.used).toBe(3);
   });
 });
+
+describe.skipIf(skipPostgres)('postgresRateLimitStore: keys that text cannot carry', () => {
+  it('admits a good consume in the same statement as a key holding NUL, and keeps each key in a row of its own', async () => {
+    const { pool, schema } = await migratedSchema();
+    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const windows = minuteAndDay(5, 10);
+    // One turn: one statement for both.
+    const [bad, good] = await Promise.all([store.consume('anon:bad\0caller', req(windows, T0)), store.consume('anon:good', req(windows, T0))]);
+    expect([bad.allowed, good.allowed]).toEqual([true, true]);
+    expect((await store.peek('anon:bad\0caller', T0)).windows[0]?.used).toBe(1);
+    expect((await store.peek('anon:badcaller', T0)).windows).toEqual([]);
+    // Rows keep the key readable: as it is, or with the unit it cannot hold escaped.
+    const { rows } = await pool.query<{ key: string }>(`SELECT key FROM "${schema}".petstore_rate_limits ORDER BY key`);
+    expect(rows.map((row) => row.key)).toEqual(['anon:bad\uFFFD0000caller', 'anon:good']);
+  });
+
+  it('keeps keys with lone surrogates, or U+FFFD, apart: they do not share a record', async () => {
+    const { pool, schema } = await migratedSchema();
+    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const windows = minuteAndDay(5, 10);
+    const keys = ['anon:\uD800', 'anon:\uDC00', 'anon:\uFFFD', 'anon:\uFFFDD800', 'anon:\uD83D\uDE00'];
+    await Promise.all(keys.map((key) => store.consume(key, req(windows, T0))));
+    for (const key of keys) expect((await store.peek(key, T0)).windows[0]?.used).toBe(1);
+    const { rows } = await pool.query<{ count: string }>(`SELECT count(*) AS count FROM "${schema}".petstore_rate_limits`);
+    expect(Number(rows[0]?.count)).toBe(keys.length);
+  });
+});

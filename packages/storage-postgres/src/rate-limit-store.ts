@@ -137,6 +137,9 @@ interface RecordJson {
  *   bans.
  * - `reset` is one `DELETE` of the row: the record's windows and every ban in it.
  *
+ * A row's `key` is the store key as it is, unless the key holds NUL, U+FFFD or a lone surrogate, which text cannot
+ * carry: those are escaped (see {@link storedKeyText}), so any string is a key and distinct keys never share a row.
+ *
  * Expired rows are deleted by the consumes themselves: each statement deletes up to two rows whose `expires_at_ms`
  * has passed per row it created (by index, skipping locked rows), so the table stays about as large as the
  * set of live records with no timer and no job to schedule. A row that lost its `expires_at_ms` (set to NULL) gets
@@ -222,7 +225,7 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
         banIntervalsMs.push(policy.banIntervalMs);
         banDurationsMs.push(policy.banDurationMs);
       }
-      keys.push(item.key);
+      keys.push(storedKeyText(item.key));
       policies.push(number);
       costs.push(item.cost);
       banSubjects.push(item.banSubject);
@@ -255,13 +258,13 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
     backend: 'postgresql',
     async peek(key: string, nowMs: number): Promise<RateLimitSnapshot> {
       if (time === 'request') assertWhole(nowMs, 'nowMs', 0);
-      const rows = await runStatement<PeekRow>(pool, 'rate-limit store', callTimeoutMs, peekSql, [key, time === 'request' ? nowMs : null]);
+      const rows = await runStatement<PeekRow>(pool, 'rate-limit store', callTimeoutMs, peekSql, [storedKeyText(key), time === 'request' ? nowMs : null]);
       const row = rows[0] as PeekRow;
       const readAtMs = Number(row.now_ms);
       return peekState(row.record === null ? undefined : liveState(JSON.parse(row.record) as RecordJson, readAtMs), readAtMs);
     },
     async reset(key: string): Promise<void> {
-      await runStatement(pool, 'rate-limit store', callTimeoutMs, resetSql, [key]);
+      await runStatement(pool, 'rate-limit store', callTimeoutMs, resetSql, [storedKeyText(key)]);
     },
     async consume(key: string, request: ConsumeRequest): Promise<ConsumeResult> {
       const { windows, cost, banSubject } = request;
@@ -288,6 +291,20 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
     },
   };
 }
+
+/**
+ * The text a store key is kept under: the key itself, unless it holds a code unit that UTF-8 text cannot carry
+ * faithfully — NUL (PostgreSQL's text refuses it) or a lone surrogate (UTF-8 writes U+FFFD for it, so distinct keys
+ * would share a record) — or U+FFFD itself, the escape: each such unit is written as U+FFFD and its four hex digits
+ * (`anon:a\0b` → `anon:a\uFFFD0000b`). Distinct keys stay distinct, and every key of well-formed text without NUL
+ * (the engine's `account:<accountId>`, `anon:<address>`) is kept as it is, readable by operators.
+ */
+function storedKeyText(key: string): string {
+  return key.replace(UNSAFE_KEY_UNITS, (unit) => `\uFFFD${unit.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`);
+}
+
+/** NUL, U+FFFD, and a high surrogate not followed by a low one or a low one not preceded by a high one. */
+const UNSAFE_KEY_UNITS = /[\0\uFFFD]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /** Policies built so far, per windows array and ban policy (`NO_BAN` for none); only frozen ones (the core's). */
 const policyCache = new WeakMap<readonly RateLimitWindow[], WeakMap<object, Policy>>();

@@ -724,6 +724,22 @@ describe.skipIf(skipRedis)('redisRateLimitStore block cache', () => {
   });
 });
 
+describe.skipIf(skipRedis)('redisRateLimitStore keys', () => {
+  it('keeps keys with NUL, lone surrogates or U+FFFD apart (UTF-8 would turn each lone surrogate into U+FFFD)', async () => {
+    const { store, client, keyPrefix } = newStore({ time: 'request', blockCache: false });
+    const windows = minuteAndDay(5, 10);
+    const keys = ['anon:bad\0caller', 'anon:\uD800', 'anon:\uDC00', 'anon:\uFFFD', 'anon:\uFFFDD800', 'anon:\uD83D\uDE00'];
+    // One turn: one script call for all of them.
+    const results = await Promise.all(keys.map((key) => store.consume(key, at(T0, windows))));
+    expect(results.map(outcome)).toEqual(keys.map(() => 'allowed'));
+    for (const key of keys) expect(used(await store.consume(key, at(T0, windows)), 'minute')).toBe(2);
+    // Keys of well-formed text are kept as they are; the others with the unit escaped.
+    expect(store.redisKey('anon:\uD83D\uDE00')).toBe(`${keyPrefix}rl:anon:\uD83D\uDE00`);
+    expect(store.redisKey('anon:\uD800')).toBe(`${keyPrefix}rl:anon:\uFFFDD800`);
+    expect(await client.exists(...keys.map((key) => store.redisKey(key)))).toBe(keys.length);
+  });
+});
+
 describe('redisRateLimitStore when Redis fails', () => {
   afterEach(() => {
     vi.useRealTimers();

@@ -120,7 +120,8 @@ export interface RedisRateLimitStore extends RateLimitStore {
 
 /**
  * The Redis key that holds the rate-limit record of store key `key` (`account:<accountId>` or
- * `anon:<address>`): `${keyPrefix}rl:${key}`, one string value, packed (all integers little-endian; the numbers
+ * `anon:<address>`): `${keyPrefix}rl:${key}` (a key with NUL, U+FFFD or a lone surrogate escaped, see
+ * {@link storedKeyText}), one string value, packed (all integers little-endian; the numbers
  * are doubles, exact below 2^53, times in Unix epoch ms):
  *
  * 1. one byte n, the number of windows; a 4-byte unsigned length L;
@@ -136,8 +137,22 @@ export interface RedisRateLimitStore extends RateLimitStore {
  * or rejection-interval end in it).
  */
 export function rateLimitRedisKey(key: string, keyPrefix: string = DEFAULT_KEY_PREFIX): string {
-  return `${keyPrefix}rl:${key}`;
+  return `${keyPrefix}rl:${storedKeyText(key)}`;
 }
+
+/**
+ * The text a store key is kept under: the key itself, unless it holds a code unit that UTF-8 text cannot carry
+ * faithfully — NUL (PostgreSQL's text refuses it) or a lone surrogate (UTF-8 writes U+FFFD for it, so distinct keys
+ * would share a record) — or U+FFFD itself, the escape: each such unit is written as U+FFFD and its four hex digits
+ * (`anon:a\0b` → `anon:a\uFFFD0000b`). Distinct keys stay distinct, and every key of well-formed text without NUL
+ * (the engine's `account:<accountId>`, `anon:<address>`) is kept as it is, readable by operators.
+ */
+function storedKeyText(key: string): string {
+  return key.replace(UNSAFE_KEY_UNITS, (unit) => `\uFFFD${unit.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`);
+}
+
+/** NUL, U+FFFD, and a high surrogate not followed by a low one or a low one not preceded by a high one. */
+const UNSAFE_KEY_UNITS = /[\0\uFFFD]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /**
  * A rate-limit store in Redis. A consume runs in one Lua script call (`EVALSHA`, with ioredis's automatic
