@@ -381,3 +381,16 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore: keys that text cannot car
     expect(Number(rows[0]?.count)).toBe(keys.length);
   });
 });
+
+describe.skipIf(skipPostgres)('postgresRateLimitStore: a batched record', () => {
+  it("takes its expiry from its last consume: a minute window's consume, then an hour window's, in one statement", async () => {
+    const { pool, schema } = await migratedSchema();
+    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const minute = [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }];
+    const hour = [{ name: 'hour', limit: 5, windowMs: 60 * MINUTE_MS }];
+    const results = await Promise.all([store.consume('key:expiry', req(minute, T0)), store.consume('key:expiry', req(hour, T0 + 1))]);
+    expect(results.map((result) => result.allowed)).toEqual([true, true]);
+    const { rows } = await pool.query<{ expires: string }>(`SELECT expires_at_ms::text AS expires FROM "${schema}".petstore_rate_limits WHERE key = 'key:expiry'`);
+    expect(rows.map((row) => Number(row.expires))).toEqual([T0 + 60 * MINUTE_MS]);
+  });
+});

@@ -740,6 +740,21 @@ describe.skipIf(skipRedis)('redisRateLimitStore keys', () => {
   });
 });
 
+describe.skipIf(skipRedis)('redisRateLimitStore batches and TTLs', () => {
+  it("sets a batched key's TTL from its last consume: a minute window's consume, then an hour window's, in one call", async () => {
+    const { store, client } = newStore({ time: 'request', blockCache: false });
+    const minute = [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }];
+    const hour = [{ name: 'hour', limit: 5, windowMs: 60 * MINUTE_MS }];
+    // One turn: one call, the key read once and written once, with the record the hour's consume left.
+    const results = await Promise.all([store.consume('key:ttl', at(T0, minute)), store.consume('key:ttl', at(T0 + 1, hour))]);
+    expect(results.map(outcome)).toEqual(['allowed', 'allowed']);
+    const pttl = await client.pttl(store.redisKey('key:ttl'));
+    // The record holds the hour window only, which ends an hour after T0 (minus the time the test took since).
+    expect(pttl).toBeGreaterThan(59 * MINUTE_MS);
+    expect(pttl).toBeLessThanOrEqual(60 * MINUTE_MS - 1);
+  });
+});
+
 describe('redisRateLimitStore when Redis fails', () => {
   afterEach(() => {
     vi.useRealTimers();
