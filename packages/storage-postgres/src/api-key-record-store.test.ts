@@ -26,6 +26,7 @@ function record(keyId: string, fields: Partial<ApiKeyRecord> = {}): ApiKeyRecord
 /** A watcher that records what it is told, with promises of the next event of each kind. */
 function recordingWatcher() {
   const changes: string[][] = [];
+  const disconnectErrors: Error[] = [];
   let reconnects = 0;
   let waiters: Array<() => void> = [];
   const wake = () => {
@@ -41,6 +42,10 @@ function recordingWatcher() {
       changes.push(digests.map(hex).sort());
       wake();
     },
+    onDisconnect(error) {
+      disconnectErrors.push(error);
+      wake();
+    },
     onReconnect() {
       reconnects++;
       wake();
@@ -49,11 +54,15 @@ function recordingWatcher() {
   return {
     listener,
     changes,
+    /** The errors `onDisconnect` was told, in order. */
+    disconnectErrors,
     get reconnects() {
       return reconnects;
     },
     /** Resolves once `count` changes have arrived in all. */
     changesReach: (count: number) => until(() => changes.length >= count),
+    /** Resolves once `count` disconnections have been reported in all. */
+    disconnectsReach: (count: number) => until(() => disconnectErrors.length >= count),
     /** Resolves once `count` reconnections have been reported in all. */
     reconnectsReach: (count: number) => until(() => reconnects >= count),
   };
@@ -313,6 +322,8 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
     expect(pid).toBeTypeOf('number');
     await pool.query('SELECT pg_terminate_backend($1)', [pid]);
     await watcher.reconnectsReach(1);
+    expect(watcher.disconnectErrors).toHaveLength(1);
+    expect(watcher.disconnectErrors[0]?.message).toMatch(/^The API-key store's LISTEN connection broke: /);
     const pids = await listeningPids(pool, channel);
     expect(pids).toHaveLength(1);
     expect(pids[0]).not.toBe(pid);
@@ -323,7 +334,7 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
     expect(await listeningPids(pool, channel)).toEqual([]);
   });
 
-  it('retries with backoff while the server refuses the new connection, then reports the reconnection once', async () => {
+  it('tells onDisconnect once while the server refuses the new connection, retries with backoff, then reports the reconnection once', async () => {
     const { pool, schema } = await migratedSchema('keys');
     let made = 0;
     let refusing = false;
@@ -350,9 +361,13 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
     refusing = true;
     await pool.query('SELECT pg_terminate_backend($1)', [pid]);
     await enough;
+    // Told at the break, not again at each refused try; no reconnection yet.
+    expect(watcher.disconnectErrors).toHaveLength(1);
+    expect(watcher.reconnects).toBe(0);
     await watcher.reconnectsReach(1);
     expect(made).toBe(5); // the first, three refused, the one that listens
     expect(watcher.reconnects).toBe(1);
+    expect(watcher.disconnectErrors).toHaveLength(1);
     await store.create(record('key_back'));
     await watcher.changesReach(1);
     await watching.close();
@@ -373,7 +388,12 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
     await store.create(record('key_lost')); // its notification never arrives through the frozen proxy
     await vi.advanceTimersByTimeAsync(LISTEN_HEARTBEAT_INTERVAL_MS); // the heartbeat's LISTEN goes unanswered …
     expect(made).toBe(1);
-    await vi.advanceTimersByTimeAsync(1000); // … past callTimeoutMs: the connection is let go
+    await vi.advanceTimersByTimeAsync(999);
+    expect(watcher.disconnectErrors).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1); // … past callTimeoutMs: the connection is let go, and the watcher told
+    expect(watcher.disconnectErrors.map((error) => error.message)).toEqual([
+      "The API-key store's LISTEN connection broke: PostgreSQL did not answer within callTimeoutMs (1000 ms)",
+    ]);
     await vi.advanceTimersByTimeAsync(LISTEN_RECONNECT_INITIAL_DELAY_MS); // the first retry, at most this long after
     await watcher.reconnectsReach(1);
     expect(made).toBe(2);

@@ -14,9 +14,10 @@ export const LISTEN_RECONNECT_MAX_DELAY_MS = 10_000;
 /**
  * How often a LISTEN connection checks that it still works, in ms: it sends its `LISTEN` again (a no-op for the
  * server) under the store's `callTimeoutMs`, so a connection that died without a word (a dropped network path, a
- * failover) is noticed and replaced within this time plus the deadline, rather than never.
+ * failover) is noticed, told to the watcher (`onDisconnect`) and replaced within this time plus the deadline
+ * (2 s with the default `callTimeoutMs`), rather than never.
  */
-export const LISTEN_HEARTBEAT_INTERVAL_MS = 10_000;
+export const LISTEN_HEARTBEAT_INTERVAL_MS = 1000;
 
 /** The most records one `list` answers; also the bound of its `limit`. */
 const MAX_LIST_LIMIT = 1000;
@@ -107,10 +108,11 @@ export interface PostgresApiKeyRecordStore extends ApiKeyRecordStore {
  * as an operator's bare `NOTIFY "public.petstore_api_keys"`, calls `onReconnect()`: drop everything). When the
  * connection breaks (the server restarts, a failover, `pg_terminate_backend`, a heartbeat unanswered within
  * `callTimeoutMs`: see {@link LISTEN_HEARTBEAT_INTERVAL_MS}), notifications sent meanwhile are lost: the watcher
- * opens a new connection, retrying with exponential backoff and jitter (from {@link LISTEN_RECONNECT_INITIAL_DELAY_MS}
- * up to {@link LISTEN_RECONNECT_MAX_DELAY_MS}) until it listens again, then calls `listener.onReconnect()`. Until then
- * a cache holding a record may use it until its TTL ends. `close()` of the answer ends the connection; the store's
- * `close()` ends every watcher's. A listener that throws is ignored.
+ * calls `listener.onDisconnect(error)` at once (once per break, however many tries reconnecting takes; `error` says
+ * why, its `cause` is the original failure), then opens a new connection, retrying with exponential backoff and
+ * jitter (from {@link LISTEN_RECONNECT_INITIAL_DELAY_MS} up to {@link LISTEN_RECONNECT_MAX_DELAY_MS}) until it listens
+ * again, then calls `listener.onReconnect()`. `close()` of the answer ends the connection; the store's `close()` ends
+ * every watcher's. A listener that throws is ignored.
  *
  * **Failures**, as the other PostgreSQL stores: a call rejects with a `PetstoreError('service_unavailable')`
  * (503, `Retry-After` of the core's `DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS`; cause: the original failure or a
@@ -379,14 +381,16 @@ async function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
 }
 
 /**
- * One watcher's LISTEN connection: opened by `start`, replaced after a break (with backoff; then `onReconnect`),
- * checked by a heartbeat, ended by `close`.
+ * One watcher's LISTEN connection: opened by `start`, checked by a heartbeat, replaced after a break (told once by
+ * `onDisconnect`; reopened with backoff, then `onReconnect`), ended by `close`.
  */
 class ListenConnection {
   private client: Client | undefined;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
   private failedTries = 0;
+  /** `onDisconnect` was told of the current break: not again until `onReconnect`. */
+  private disconnected = false;
   /** The `open` in progress, if any: `close` waits for it. */
   private opening: Promise<void> | undefined;
   private readonly listenSql: string;
@@ -438,8 +442,8 @@ class ListenConnection {
   private async open(): Promise<void> {
     const client = this.makeClient();
     // Errors of a client in use end up in `broken`; an 'error' event without a listener would end the process.
-    client.on('error', () => this.broken(client));
-    client.on('end', () => this.broken(client));
+    client.on('error', (error: Error) => this.broken(client, error));
+    client.on('end', () => this.broken(client, new Error('the server closed the connection')));
     client.on('notification', (message: Notification) => {
       if (client === this.client && message.channel === this.channel) this.deliver(message.payload);
     });
@@ -474,12 +478,25 @@ class ListenConnection {
     }
   }
 
-  /** The connection in use broke (or ended): let it go and open another. Later events of an old client are ignored. */
-  private broken(client: Client): void {
+  /**
+   * The connection in use broke (or ended): tell the watcher, let it go and open another. Later events of an old
+   * client are ignored, so one break is told once.
+   */
+  private broken(client: Client, cause: unknown): void {
     if (this.closed || client !== this.client) return;
     this.client = undefined;
     clearTimeout(this.timer);
     client.end().catch(() => undefined);
+    if (!this.disconnected) {
+      this.disconnected = true;
+      const reason = cause instanceof Error ? cause.message : String(cause);
+      const error = new Error(`The ${this.store}'s LISTEN connection broke: ${reason}`, { cause });
+      try {
+        this.listener.onDisconnect(error);
+      } catch {
+        // As in deliver.
+      }
+    }
     this.scheduleReconnect();
   }
 
@@ -501,6 +518,7 @@ class ListenConnection {
     }
     if (this.closed) return;
     this.failedTries = 0;
+    this.disconnected = false;
     this.scheduleHeartbeat();
     try {
       this.listener.onReconnect();
@@ -519,8 +537,8 @@ class ListenConnection {
     if (this.closed || client === undefined) return;
     try {
       await withDeadline(client.query(this.listenSql), this.callTimeoutMs);
-    } catch {
-      this.broken(client);
+    } catch (error) {
+      this.broken(client, error);
       return;
     }
     if (client === this.client) this.scheduleHeartbeat();

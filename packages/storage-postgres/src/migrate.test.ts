@@ -394,7 +394,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     const keys = postgresApiKeyRecordStore({ pool, schema, apiKeysTable });
     let told: (digests: Uint8Array[]) => void = () => undefined;
     const delivered = new Promise<Uint8Array[]>((resolve) => (told = resolve));
-    await keys.watch({ onChange: (digests) => told(digests), onReconnect: () => undefined });
+    await keys.watch({ onChange: (digests) => told(digests), onDisconnect: () => undefined, onReconnect: () => undefined });
     await keys.create(apiKeyRecord('key_long'));
     expect(await delivered).toEqual([apiKeyRecord('key_long').digest]);
     await keys.close();
