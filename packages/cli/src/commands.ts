@@ -16,8 +16,8 @@ interface OptionSpec {
 }
 
 interface CommandSpec {
-  /** `keys issue` */
-  words: readonly [string, string];
+  /** `keys issue`, or one word (`migrate`) */
+  words: readonly [string, string] | readonly [string];
   /** `<keyId>` when the command takes one; else none. */
   positional?: string;
   summary: string;
@@ -96,6 +96,16 @@ export const COMMANDS: readonly CommandSpec[] = [
     },
   },
   {
+    words: ['keys', 'purge'],
+    summary:
+      'Remove the records of keys revoked or expired longer ago than --older-than: they no longer count towards a store\'s bound nor show in keys list; their keys stay refused (401). Every instance forgets them.',
+    usage: '--older-than <duration> [--dry-run]',
+    options: {
+      'older-than': { type: 'string', value: 'duration', help: 'the retention: remove keys revoked or expired at least this long ago, e.g. 30d; 0: all of them' },
+      'dry-run': { type: 'boolean', help: 'count the records that would be removed; remove nothing' },
+    },
+  },
+  {
     words: ['limits', 'show'],
     summary: "Show a caller's rate-limit windows (units used and remaining, reset times) and bans, charging nothing.",
     usage: '(--key-id <keyId> | --account <id> | --address <ip>)',
@@ -107,6 +117,13 @@ export const COMMANDS: readonly CommandSpec[] = [
       "Clear a caller's windows and bans: full quotas again, bans lifted. For a key or an account: the account's windows (shared by all its keys) and the bans of all its keys.",
     usage: '(--key-id <keyId> | --account <id> | --address <ip>)',
     options: OWNER_OPTIONS,
+  },
+  {
+    words: ['migrate'],
+    summary:
+      'Create the PostgreSQL tables, or bring them up to date for this release (the example servers do it at start-up too). Needs a role that may create tables; no other command changes the schema, and each refuses a database that needs this. Redis needs no migration.',
+    usage: '',
+    options: {},
   },
 ];
 
@@ -131,7 +148,9 @@ export type Command =
       keyId: string;
       change: { plan?: PlanName; limits?: PlanLimits | null; name?: string | null };
     }
-  | { kind: 'limits show' | 'limits reset'; json: boolean; owner: LimitsOwner };
+  | { kind: 'keys purge'; json: boolean; olderThanMs: number; dryRun: boolean }
+  | { kind: 'limits show' | 'limits reset'; json: boolean; owner: LimitsOwner }
+  | { kind: 'migrate'; json: boolean };
 
 /** What `petstore --help` prints. */
 export function mainHelp(): string {
@@ -140,7 +159,7 @@ export function mainHelp(): string {
     'petstore: the managed API keys and rate limits of the petstore API, in its PostgreSQL or Redis',
     '',
     'Usage:',
-    ...COMMANDS.map((command) => `  petstore ${command.words.join(' ').padEnd(width)} ${command.usage}`),
+    ...COMMANDS.map((command) => `  petstore ${command.words.join(' ').padEnd(width)} ${command.usage}`.trimEnd()),
     '',
     'Every command takes --json (one JSON object on stdout instead of a table) and --help (its own help).',
     `Plans: ${PLAN_NAMES.join(', ')}. Durations: a number and a unit, e.g. 90s, 30m, 12h, 30d (or 0).`,
@@ -154,7 +173,7 @@ export function mainHelp(): string {
 const ENVIRONMENT_HELP = [
   'Environment (as the example servers read it):',
   '  PETSTORE_DATABASE_URL  PostgreSQL, e.g. postgres://user:pass@127.0.0.1:5432/petstore: the keys live there',
-  '                         (its tables are created or brought up to date first), and the rate limits unless',
+  '                         (in the tables petstore migrate creates), and the rate limits unless',
   '                         PETSTORE_REDIS_URL is set too',
   '  PETSTORE_REDIS_URL     Redis, e.g. redis://127.0.0.1:6379: the rate limits live there, and the keys too',
   '                         unless PETSTORE_DATABASE_URL is set',
@@ -162,7 +181,8 @@ const ENVIRONMENT_HELP = [
 
 const EXIT_HELP = [
   'Exit status: 0 done; 1 not done: no such key, a revoked key, or the store failed; 2 usage error or missing',
-  'environment. A failure prints one line on stderr and nothing on stdout.',
+  'environment. PostgreSQL tables missing or behind this release: 1, naming petstore migrate. A failure prints',
+  'one line on stderr and nothing on stdout.',
 ];
 
 /** What `petstore <words> --help` prints. */
@@ -174,7 +194,7 @@ export function commandHelp(command: CommandSpec): string {
   options.push(['--json', JSON_OPTION.help], ['-h, --help', 'show this help']);
   const width = Math.max(...options.map(([flag]) => flag.length));
   return [
-    `petstore ${command.words.join(' ')} ${command.usage}`,
+    `petstore ${command.words.join(' ')} ${command.usage}`.trimEnd(),
     '',
     command.summary,
     '',
@@ -210,12 +230,19 @@ export function parseCommand(args: readonly string[]): Command {
   if (group === undefined) throw new UsageError('no command given; see petstore --help');
   if (group === '--help' || group === '-h' || group === 'help') return { kind: 'help', text: mainHelp() };
   if (group === '--version' || group === '-v') return { kind: 'version' };
-  if (!GROUPS.includes(group)) throw new UsageError(`unknown command "${group}"; the commands are ${GROUPS.join(' and ')} (see petstore --help)`);
+  if (!GROUPS.includes(group)) throw new UsageError(`unknown command "${group}"; the commands are ${GROUPS.join(', ')} (see petstore --help)`);
+  const single = COMMANDS.find((command) => command.words.length === 1 && command.words[0] === group);
+  if (single !== undefined) return parseOptions(single, args.slice(1));
   const actions = COMMANDS.filter((command) => command.words[0] === group).map((command) => command.words[1]);
   if (action === '--help' || action === '-h') return { kind: 'help', text: groupHelp(group) };
   if (action === undefined) throw new UsageError(`petstore ${group} needs one of: ${actions.join(', ')} (see petstore ${group} --help)`);
   const spec = COMMANDS.find((command) => command.words[0] === group && command.words[1] === action);
   if (spec === undefined) throw new UsageError(`unknown command "petstore ${group} ${action}"; petstore ${group} takes ${actions.join(', ')}`);
+  return parseOptions(spec, args.slice(2));
+}
+
+/** The options and positional of `spec`'s command line (`args`: what follows its words). */
+function parseOptions(spec: CommandSpec, args: readonly string[]): Command {
   // Messages begin with the command's words (after the `petstore:` of every failure line); hints give it whole.
   const name = spec.words.join(' ');
 
@@ -223,7 +250,7 @@ export function parseCommand(args: readonly string[]): Command {
   let positionals: string[];
   try {
     ({ values, positionals } = parseArgs({
-      args: args.slice(2) as string[],
+      args: args as string[],
       options: {
         ...Object.fromEntries(Object.entries(spec.options).map(([option, { type }]) => [option, { type }])),
         json: { type: 'boolean' },
@@ -251,7 +278,7 @@ export function parseCommand(args: readonly string[]): Command {
     }
   }
 
-  switch (`${spec.words[0]} ${spec.words[1]}`) {
+  switch (name) {
     case 'keys issue': {
       const accountId = required(name, 'account', text('account'));
       const plan = planOf(name, required(name, 'plan', text('plan')));
@@ -289,6 +316,12 @@ export function parseCommand(args: readonly string[]): Command {
         ...(limit !== undefined ? { limit } : {}),
         ...(text('after') !== undefined ? { after: text('after') as string } : {}),
       };
+    }
+    case 'migrate':
+      return { kind: 'migrate', json };
+    case 'keys purge': {
+      const olderThanMs = durationOf(name, 'older-than', required(name, 'older-than', text('older-than')), { allowZero: true });
+      return { kind: 'keys purge', json, olderThanMs, dryRun: values['dry-run'] === true };
     }
     case 'keys update': {
       if (text('limits') !== undefined && values['clear-limits'] === true) throw new UsageError(`${name}: give --limits or --clear-limits, not both`);

@@ -5,8 +5,8 @@
  * nothing written by a command that fails.
  */
 import { randomBytes } from 'node:crypto';
-import { describe, expect, inject, it } from 'vitest';
-import { petstore, petstoreJson } from '../test-support/petstore.js';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { petstore, petstoreJson, petstoreProcess } from '../test-support/petstore.js';
 
 const postgresUrl = inject('postgresUrl');
 const redisUrl = inject('redisUrl');
@@ -15,6 +15,13 @@ const run = randomBytes(4).toString('hex'); // this run's account ids, apart fro
 const KEY_PATTERN = /^pet_[0-9A-Za-z]{38}$/;
 const KEY_ID_PATTERN = /^key_[0-9A-Za-z]{22}$/;
 const HOUR_MS = 3_600_000;
+
+// The commands never change the schema: the test database's tables come from `petstore migrate`, as an operator's.
+beforeAll(async () => {
+  if (postgresUrl === null) return;
+  const migrated = await petstore(['migrate'], { PETSTORE_DATABASE_URL: postgresUrl });
+  expect(migrated, migrated.stderr).toMatchObject({ code: 0, stderr: '' });
+});
 
 interface KeyJson {
   keyId: string;
@@ -227,5 +234,25 @@ describe('petstore without a reachable store', () => {
     const redis = await petstore(['keys', 'list'], { PETSTORE_REDIS_URL: 'redis://:s3cret@127.0.0.1:1' });
     expectOneLineFailure(redis, 1, /^petstore: PETSTORE_REDIS_URL: Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:1 failed: .*ECONNREFUSED/);
     expect(redis.stderr).not.toContain('s3cret');
+  });
+
+  it('prints no password given as ?password= or holding an unescaped @, in a process of its own too', async () => {
+    const cases: Array<[Record<string, string>, RegExp]> = [
+      [{ PETSTORE_DATABASE_URL: 'postgres://app@127.0.0.1:1/petstore?password=s3cret&sslmode=disable' }, /PostgreSQL at postgres:\/\/app@127\.0\.0\.1:1\/petstore\?password=\*\*\*&sslmode=disable failed/],
+      [{ PETSTORE_DATABASE_URL: 'postgres://app:s3c@ret@127.0.0.1:1/petstore' }, /PostgreSQL at postgres:\/\/app:\*\*\*@127\.0\.0\.1:1\/petstore failed/],
+      [{ PETSTORE_REDIS_URL: 'redis://127.0.0.1:1?password=s3cret' }, /Redis at redis:\/\/127\.0\.0\.1:1\?password=\*\*\* failed/],
+      [{ PETSTORE_REDIS_URL: 'redis://:s3c@ret@127.0.0.1:1' }, /Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:1 failed/],
+    ];
+    for (const [env, pattern] of cases) {
+      const result = await petstore(['keys', 'list'], env);
+      expectOneLineFailure(result, 1, pattern);
+      expect(result.stderr).not.toMatch(/s3c/);
+    }
+    // The built command, as an operator runs it: each form once.
+    for (const [env, pattern] of [cases[0], cases[3]] as const) {
+      const result = await petstoreProcess(['limits', 'show', '--account', 'acme'], env);
+      expectOneLineFailure(result, 1, pattern);
+      expect(result.stderr + result.stdout).not.toMatch(/s3c/);
+    }
   });
 });

@@ -5,7 +5,7 @@
  */
 import { randomBytes, randomInt } from 'node:crypto';
 import { createRateLimiter, type Principal, type RateLimitStore } from '@petstore/core';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { petstore, petstoreJson } from '../test-support/petstore.js';
 
 const postgresUrl = inject('postgresUrl');
@@ -14,6 +14,12 @@ const run = randomBytes(4).toString('hex');
 const closers: Array<() => Promise<void>> = [];
 afterAll(async () => {
   for (const close of closers.splice(0)) await close();
+});
+// The commands never change the schema: the test database's tables come from `petstore migrate`, as an operator's.
+beforeAll(async () => {
+  if (postgresUrl === null) return;
+  const migrated = await petstore(['migrate'], { PETSTORE_DATABASE_URL: postgresUrl });
+  expect(migrated, migrated.stderr).toMatchObject({ code: 0, stderr: '' });
 });
 
 async function postgresStore(): Promise<RateLimitStore> {

@@ -1,9 +1,10 @@
 /** `runCli`: one command line, from its arguments to its exit status. */
 import { createRateLimiter, isPetstoreError, managedApiKeys, type ApiKeyRecordStore, type ManagedApiKeys } from '@petstore/core';
 import { parseCommand, type Command } from './commands.js';
-import { describeError, openBackend, type Backend } from './backend.js';
+import { DATABASE_URL_VARIABLE, describeError, openBackend, REDIS_URL_VARIABLE, type Backend } from './backend.js';
 import { EXIT_CODES, FailedError, UsageError, type ExitCode } from './errors.js';
-import { keyTable, keysTable, limitsTable, ownerText } from './output.js';
+import { keyTable, keysTable, limitsTable, ownerText, table, time } from './output.js';
+import { redactSecrets } from './redact.js';
 
 /** Where {@link runCli} reads its environment and writes its output. Default: this process's. */
 export interface CliIo {
@@ -49,7 +50,9 @@ export async function runCli(args: readonly string[], io: CliIo = {}): Promise<E
     return EXIT_CODES.ok;
   } catch (error) {
     const [code, line] = failureOf(error);
-    stderr(`petstore: ${line.replace(/\s*\n\s*/g, ' ')}\n`);
+    // A driver's message may quote the URL, or a part of it: no secret of either URL is printed.
+    const redacted = redactSecrets(line, [env[DATABASE_URL_VARIABLE]?.trim(), env[REDIS_URL_VARIABLE]?.trim()]);
+    stderr(`petstore: ${redacted.replace(/\s*\n\s*/g, ' ')}\n`);
     return code;
   }
 }
@@ -89,14 +92,16 @@ function withoutWatch(store: ApiKeyRecordStore): ApiKeyRecordStore {
     findByKeyId: (keyId) => store.findByKeyId(keyId),
     list: (options) => store.list(options),
     update: (keyId, change) => store.update(keyId, change),
+    ...(store.purge !== undefined ? { purge: store.purge.bind(store) } : {}),
   };
 }
 
 /** Does a parsed command against the stores; answers what to print. */
 async function execute(command: Exclude<Command, { kind: 'help' | 'version' }>, env: Record<string, string | undefined>): Promise<string> {
   const limits = command.kind === 'limits show' || command.kind === 'limits reset';
-  const needsKeys = !limits || 'keyId' in command.owner;
-  const backend: Backend = await openBackend(env, { keys: needsKeys, rateLimits: limits });
+  const migrate = command.kind === 'migrate';
+  const needsKeys = migrate ? false : !limits || 'keyId' in command.owner;
+  const backend: Backend = await openBackend(env, { keys: needsKeys, rateLimits: limits, migrate });
   let manager: ManagedApiKeys | undefined;
   try {
     if (backend.keys !== undefined) manager = managedApiKeys({ store: withoutWatch(backend.keys) });
@@ -165,6 +170,35 @@ async function executeOn(command: Exclude<Command, { kind: 'help' | 'version' }>
         lines.push('', `more: petstore keys list${account}${limit} --after ${page.next}`);
       }
       return lines.join('\n');
+    }
+    case 'migrate': {
+      const applied = backend.migration?.applied;
+      if (applied === undefined) {
+        // Only PETSTORE_REDIS_URL is set.
+        return command.json ? json({ applied: [], redis: 'no migration needed' }) : 'nothing to migrate: Redis keeps no schema';
+      }
+      if (command.json) return json({ applied });
+      if (applied.length === 0) return 'the PostgreSQL tables are up to date: nothing applied';
+      return [`applied ${applied.length} migration(s):`, table(applied.map((step) => [step.table, `version ${step.version}`, step.description]))].join('\n');
+    }
+    case 'keys purge': {
+      if (command.dryRun) {
+        const beforeMs = Date.now() - command.olderThanMs;
+        let wouldRemove = 0;
+        let after: string | undefined;
+        do {
+          const page = await keys().list({ limit: 1000, ...(after !== undefined ? { after } : {}) });
+          for (const key of page.keys) {
+            if ((key.revokedAtMs !== undefined && key.revokedAtMs <= beforeMs) || (key.expiresAtMs !== undefined && key.expiresAtMs <= beforeMs)) wouldRemove++;
+          }
+          after = page.next;
+        } while (after !== undefined);
+        if (command.json) return json({ dryRun: true, wouldRemove, beforeMs });
+        return `dry run: would remove ${wouldRemove} key record(s) revoked or expired at or before ${time(beforeMs)}; nothing removed`;
+      }
+      const { removed, beforeMs } = await keys().purge({ olderThanMs: command.olderThanMs });
+      if (command.json) return json({ removed, beforeMs });
+      return `removed ${removed} key record(s) revoked or expired at or before ${time(beforeMs)}`;
     }
     case 'limits show':
     case 'limits reset': {

@@ -14,7 +14,7 @@ describe('petstore --help and --version', () => {
   it('--help lists every command, the environment and the exit statuses; exit 0 (the built command)', async () => {
     const help = await petstoreProcess(['--help']);
     expect({ code: help.code, stderr: help.stderr }).toEqual({ code: 0, stderr: '' });
-    for (const command of ['keys issue', 'keys rotate', 'keys revoke', 'keys list', 'keys show', 'keys update', 'limits show', 'limits reset']) {
+    for (const command of ['keys issue', 'keys rotate', 'keys revoke', 'keys list', 'keys show', 'keys update', 'keys purge', 'limits show', 'limits reset']) {
       expect(help.stdout).toMatch(new RegExp(`^  petstore ${command} `, 'm'));
     }
     expect(help.stdout).toContain('PETSTORE_DATABASE_URL');
