@@ -59,7 +59,7 @@ export function petstoreExpress(options: PetstoreExpressOptions): PetstoreExpres
 
   const answer = async (request: Request, response: Response, body: PetstoreRequestBody) => {
     // Express has removed its mount path from request.url (keeping an absolute-form target's origin).
-    const apiRequest = nodePetstoreRequest(request, { prefix: '', body, clientAddress: request.ip, response });
+    const apiRequest = nodePetstoreRequest(request, { prefix: '', mountPath: request.baseUrl, body, clientAddress: request.ip, response });
     writeNodeResponse(response, await petstore.handle(apiRequest));
   };
 

@@ -25,6 +25,12 @@ export interface NodeRequestOptions {
    * already removed it (Express does). Default {@link DEFAULT_PREFIX} (`/v1`).
    */
   prefix?: string;
+  /**
+   * Where the API is mounted in the server's URL space (`/api/petstore`; `''` at the root), which the description's
+   * default server, the reference page and the traced route follow. Default: `prefix`, or {@link DEFAULT_PREFIX}.
+   * Express: `request.baseUrl`.
+   */
+  mountPath?: string;
   /** The parsed headers to start from (Fastify: `request.headers`). Default `request.headers`. */
   headers?: IncomingHttpHeaders;
   /** The body. Default: read lazily from the request ({@link nodeRequestBody}). */
@@ -45,9 +51,11 @@ export interface NodeRequestOptions {
  * for it) aborted when the client goes away before `response` is sent.
  */
 export function nodePetstoreRequest(request: IncomingMessage, options: NodeRequestOptions = {}): PetstoreRequest {
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
   return new NodePetstoreRequest(
     request.method ?? 'GET',
-    nodeRequestPath(request.url ?? '/', options.prefix ?? DEFAULT_PREFIX),
+    nodeRequestPath(request.url ?? '/', prefix),
+    options.mountPath ?? prefix,
     nodeRequestHeaders(request, options.headers),
     nodeHeadersCutOff(request),
     options.body ?? nodeRequestBody(request),
@@ -71,6 +79,7 @@ class NodePetstoreRequest implements PetstoreRequest {
   constructor(
     readonly method: string,
     readonly path: string,
+    readonly mountPath: string,
     readonly headers: PetstoreHeaders,
     readonly headersIncomplete: boolean,
     readonly body: PetstoreRequestBody,

@@ -8,6 +8,7 @@ import * as v from 'valibot';
 import { B64TOKEN, MAX_API_KEY_LENGTH } from './auth/bearer.js';
 import { PLAN_NAMES } from './auth/principal.js';
 import { OPERATIONS } from './http/operations.js';
+import { isHttpUrl } from './openapi/document.js';
 
 const describe = (value: unknown): string => {
   if (value === undefined) return 'nothing';
@@ -163,7 +164,7 @@ const perOperation = <T extends v.GenericSchema>(schema: T) =>
   );
 
 const epochMs = v.pipe(v.number('must be Unix epoch ms'), v.safeInteger('must be Unix epoch ms (a whole number)'));
-const url = v.pipe(v.string('must be a URL'), v.url('must be an absolute URL'));
+const url = v.pipe(v.string('must be a URL'), v.check(isHttpUrl, 'must be an absolute http: or https: URL without credentials'));
 const DeprecationSchema = v.pipe(
   object(
     {
@@ -209,12 +210,12 @@ const petstoreEntries = {
   openapi: v.optional(
     object(
       {
-        servers: v.optional(object({ production: v.optional(v.string('must be a URL')), staging: v.optional(v.string('must be a URL')) }, 'the servers')),
+        servers: v.optional(object({ production: v.optional(url), staging: v.optional(url) }, 'the servers')),
         title: v.optional(v.string('must be a string')),
         description: v.optional(v.string('must be a string')),
         license: v.optional(
           object(
-            { name: v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty')), url: v.optional(v.string('must be a URL')) },
+            { name: v.pipe(v.string('must be a string'), v.minLength(1, 'must not be empty')), url: v.optional(url) },
             'the license ({ name, url? })',
           ),
         ),

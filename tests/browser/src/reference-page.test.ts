@@ -143,6 +143,71 @@ describe.skipIf('skipReason' in found)('the reference page in Chromium', () => {
     });
   });
 
+  /** Hosts that mount the API at /api/petstore, as an embedding app would; each answers its origin and how to stop. */
+  const MOUNTED_HOSTS: Record<string, () => Promise<{ origin: string; close(): Promise<unknown> }>> = {
+    fastify: async () => {
+      const app = Fastify();
+      await app.register(petstoreFastify, { prefix: '/api/petstore', petstore: examplePetstore() });
+      return { origin: await app.listen({ port: 0, host: '127.0.0.1' }), close: () => app.close() };
+    },
+    express: async () => {
+      const app = express();
+      app.use('/api/petstore', petstoreExpress({ petstore: examplePetstore() }));
+      const server = app.listen(0, '127.0.0.1');
+      await new Promise((resolve) => server.once('listening', resolve));
+      return {
+        origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        close: () => new Promise((resolve) => server.close(resolve)),
+      };
+    },
+  };
+
+  describe.each(Object.keys(MOUNTED_HOSTS))('the page of an API a %s host mounts at /api/petstore', (host) => {
+    let mounted: { origin: string; close(): Promise<unknown> };
+    beforeAll(async () => {
+      mounted = await MOUNTED_HOSTS[host]!();
+    });
+    afterAll(async () => {
+      await mounted?.close();
+    });
+
+    it("lists the mount as the server, and Try-it-out calls the API there: 200, then the next page by the answer's Link", async () => {
+      const { origin } = mounted;
+      const { page, problems, requests } = await watchedPage(browser, origin);
+      await page.goto(`${origin}/api/petstore/docs`);
+      await page.locator('.opblock').first().waitFor();
+      expect(await page.locator('.servers select option').allTextContents()).toEqual(['/api/petstore - This server']);
+      await page.locator('.btn.authorize').click();
+      await page.locator('.modal-ux .auth-container input').fill(KEY);
+      await page.locator('.modal-ux .auth-btn-wrapper .authorize').click();
+      await page.locator('.modal-ux .btn-done').click();
+
+      const list = operation(page, 'categories', 'listCategories');
+      await list.locator('.opblock-summary-control').click();
+      await list.locator('.try-out__btn').click();
+      await list.locator('.execute').click();
+      const status = list.locator('.live-responses-table tbody .response-col_status');
+      await expect.poll(() => status.textContent()).toBe('200');
+      expect(await list.locator('.request-url pre').textContent()).toBe(`${origin}/api/petstore/categories`);
+      expect(requests).toContain(`${origin}/api/petstore/categories`);
+
+      // The next page's Link, resolved against the URL of the answer it came with, stays under the mount.
+      const create = (name: string) =>
+        fetch(`${origin}/api/petstore/categories`, { method: 'POST', headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' }, body: JSON.stringify({ name }) });
+      for (const name of ['Dogs', 'Cats']) expect((await create(name)).status).toBe(201);
+      const first = await fetch(`${origin}/api/petstore/categories?limit=1`, { headers: { authorization: `Bearer ${KEY}` } });
+      const next = /^<([^>]*)>; rel="next"$/.exec(first.headers.get('link') ?? '')?.[1];
+      const nextUrl = new URL(next ?? 'missing', first.url);
+      expect(nextUrl.pathname).toBe('/api/petstore/categories');
+      const second = await fetch(nextUrl, { headers: { authorization: `Bearer ${KEY}` } });
+      expect(await second.json()).toEqual([{ id: 2, name: 'Cats' }]);
+
+      expect(problems).toEqual([]);
+      expect(requests.filter((url) => new URL(url).origin !== origin)).toEqual([]);
+      await page.close();
+    });
+  });
+
   describe("a host's merged document served by swagger-ui-express (Express)", () => {
     let server: ReturnType<express.Express['listen']>;
     let origin: string;

@@ -156,6 +156,8 @@ export interface ResolvedOptions {
   docs: DocsPages | undefined;
   /** `openapi` as JSON text, written once. */
   openapiJson: string;
+  /** True when the options name the description's servers; else its one server is where the API is mounted. */
+  serversConfigured: boolean;
   clock: Clock;
   bodyLimitBytes: number;
   /** How long an idempotent create's record is kept, ms. */
@@ -191,7 +193,7 @@ export function resolveOptions(options: PetstoreOptions): ResolvedOptions {
     }
   }
   const stability = { ...options.stability };
-  const openapi = buildOpenApiDocument(options.openapi ?? {}, { deprecations, stability, costs });
+  const openapi = buildOpenApiDocument(options.openapi ?? {}, { deprecations, stability, costs, mountPath: options.prefix ?? DEFAULT_PREFIX });
   const docs =
     options.docs === undefined || options.docs === false ? undefined : createDocsPages(options.docs, openapi['info'] as { title: string });
   const report = options.onInternalError ?? ((error: unknown) => console.error('[petstore] internal error:', error));
@@ -207,6 +209,7 @@ export function resolveOptions(options: PetstoreOptions): ResolvedOptions {
     openapi,
     docs,
     openapiJson: JSON.stringify(openapi),
+    serversConfigured: options.openapi?.servers?.production !== undefined || options.openapi?.servers?.staging !== undefined,
     clock: options.clock ?? systemClock,
     bodyLimitBytes: options.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
     retentionMs: options.idempotency?.retentionMs ?? DEFAULT_IDEMPOTENCY_RETENTION_MS,

@@ -26,17 +26,18 @@
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#order-of-checks
  */
+import { LRUCache } from 'lru-cache';
 import type { Principal } from '../auth/principal.js';
 import { requestChannel, type PetstoreRequestContext } from '../diagnostics.js';
 import { isPetstoreError } from '../errors.js';
-import type { OpenApiDocument } from '../openapi/document.js';
+import { mountedServer, type OpenApiDocument } from '../openapi/document.js';
 import { createAdmission, type GuardOptions, type GuardRequest, type GuardResult, type PetstoreRateLimits } from './admission.js';
 import { errorAnswer, failureAnswers, safeMethod, textAnswer } from './answers.js';
 import { createCategoryOperations } from './category-operations.js';
 import { deprecationHeaders, isGone } from './deprecation.js';
 import { handleFetch } from './fetch.js';
 import { createHostOperations } from './host-operations.js';
-import { OPERATIONS, matchRoute, pathnameOf, type OperationDefinition } from './operations.js';
+import { OPERATIONS, matchRoute, pathnameOf, type OperationDefinition, type OperationId } from './operations.js';
 import { resolveOptions, type PetstoreOptions } from './petstore-options.js';
 import type { PetstoreRequest, PetstoreResponse } from './types.js';
 
@@ -95,24 +96,41 @@ function isContinueExpectation(value: string | readonly string[]): boolean {
  */
 export function createPetstore(options: PetstoreOptions): Petstore {
   const resolved = resolveOptions(options);
-  const { clock, deprecations, docs, openapiJson } = resolved;
+  const { clock, deprecations, docs, openapiJson, prefix } = resolved;
   const failures = failureAnswers(resolved);
   const { admit, guard, rateLimits } = createAdmission(resolved, failures);
   const { costs } = resolved;
   const categories = createCategoryOperations(resolved);
   const runHostOperation = createHostOperations(resolved);
 
-  // The route template of each operation with the prefix, for the request channel.
-  const routeTemplates = new Map(OPERATIONS.map((operation) => [operation.operationId, `${resolved.prefix}${operation.path}`] as const));
+  // The route template of each operation with the prefix, for the request channel; another mount path is
+  // prepended per request.
+  const routeTemplates = new Map(OPERATIONS.map((operation) => [operation.operationId, `${prefix}${operation.path}`] as const));
+  const routeOf = (mountPath: string | undefined, path: string, operationId?: OperationId): string | undefined => {
+    if (mountPath === undefined || mountPath === prefix) return operationId === undefined ? `${prefix}${path}` : routeTemplates.get(operationId);
+    return `${mountPath}${path}`;
+  };
 
-  // The reference page's routes: the page, and every file below it under one template (a bounded set of labels).
-  const docsRoute = `${resolved.prefix}/docs`;
-  const docsFileRoute = `${resolved.prefix}/docs/{file}`;
+  // The description as served at each mount path: without configured servers, its one (relative) server is the
+  // mount path of the request, so the reference page's Try-it-out calls the API where it is mounted. Bounded: a
+  // host whose mount path holds parameters (Express `/:tenant`) has one per value.
+  const mountedDescriptions = new LRUCache<string, string>({ maxSize: 64, sizeCalculation: () => 1 });
+  function openapiJsonAt(mountPath: string | undefined): string {
+    if (resolved.serversConfigured || mountPath === undefined || mountPath === prefix) return openapiJson;
+    let json = mountedDescriptions.get(mountPath);
+    if (json === undefined) {
+      json = JSON.stringify({ ...resolved.openapi, servers: [mountedServer(mountPath)] });
+      mountedDescriptions.set(mountPath, json);
+    }
+    return json;
+  }
 
   /** The request channel's context of a request: what routing tells before the pipeline runs. */
   function traceContext(request: PetstoreRequest): PetstoreRequestContext {
     if (docs?.owns(request.path) === true) {
-      return { method: request.method, operationId: undefined, route: pathnameOf(request.path) === '/docs' ? docsRoute : docsFileRoute };
+      // The page, and every file below it under one template (a bounded set of labels).
+      const route = routeOf(request.mountPath, pathnameOf(request.path) === '/docs' ? '/docs' : '/docs/{file}');
+      return { method: request.method, operationId: undefined, route };
     }
     let operation: OperationDefinition | undefined;
     try {
@@ -122,7 +140,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
       // a request the pipeline answers with 500; it has no route
     }
     const operationId = operation?.operationId;
-    return { method: request.method, operationId, route: operationId === undefined ? undefined : routeTemplates.get(operationId) };
+    return { method: request.method, operationId, route: operation === undefined ? undefined : routeOf(request.mountPath, operation.path, operationId) };
   }
 
   // Traced on the request channel only while it has subscribers: otherwise nothing is built (measured:
@@ -174,7 +192,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
       }
       switch (operationId) {
         case 'getOpenApiDocument':
-          return textAnswer(200, openapiJson, headers, request.method);
+          return textAnswer(200, openapiJsonAt(request.mountPath), headers, request.method);
         case 'listCategories':
           return await categories.listCategories(request, headers);
         case 'createCategory':

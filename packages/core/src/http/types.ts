@@ -40,6 +40,9 @@ export type PetstoreRequestBody =
  *
  * - `method`: e.g. `GET` (case-insensitive).
  * - `path`: the path below the API prefix, e.g. `/categories` for `/v1/categories`; a query string is ignored.
+ * - `mountPath`: where the API is mounted, the part of the URL's path above `path` (`/v1`, `/api/petstore`; `''` at
+ *   the root). The description's default server, the reference page's requests and the traced route follow it.
+ *   Default: the petstore's `prefix` option. The adapters, `petstore.fetch` and `petstoreNodeHandler` set it.
  * - `headers`: by lowercase name. A header sent several times is an array (or one comma-joined string): several
  *   `Authorization` headers count as an invalid key, several `Content-Type` headers as an invalid content
  *   type. Node's `request.headers` keeps only the first of these; `nodeRequestHeaders` (in
@@ -57,6 +60,7 @@ export type PetstoreRequestBody =
 export interface PetstoreRequest {
   method: string;
   path: string;
+  mountPath?: string | undefined;
   headers: PetstoreHeaders;
   body?: PetstoreRequestBody;
   clientAddress?: string | undefined;

@@ -142,20 +142,29 @@ describe('the OpenAPI document', () => {
       ]);
     });
 
+    it('takes any mount path on an http: or https: address', () => {
+      const { petstore } = testPetstore({
+        openapi: { servers: { production: 'https://example.com/api/petstore/', staging: 'http://127.0.0.1:8080' } },
+      });
+      expect(petstore.openapi['servers']).toEqual([
+        { url: 'https://example.com/api/petstore', description: 'Production' },
+        { url: 'http://127.0.0.1:8080', description: 'Staging' },
+      ]);
+    });
+
     it('lists only the addresses configured', () => {
       const { petstore } = testPetstore({ openapi: { servers: { staging: 'https://staging.example.com/v1' } } });
       expect(petstore.openapi['servers']).toEqual([{ url: 'https://staging.example.com/v1', description: 'Staging' }]);
     });
 
     it.each([
-      ['production', 'https://api.example.com'],
-      ['production', 'https://api.example.com/'],
-      ['production', 'https://api.example.com/v2'],
-      ['production', 'https://api.example.com/v10'],
-      ['production', 'https://api.example.com/v1/categories'],
+      ['production', 'javascript:alert(1)//v1'],
+      ['production', 'data:text/html,<script>alert(1)</script>/v1'],
+      ['production', 'ftp://api.example.com/v1'],
+      ['production', 'https://user:secret@api.example.com/v1'],
       ['production', '/v1'],
       ['staging', 'not a url'],
-      ['staging', 'https://staging.example.com/api'],
+      ['staging', 'file:///etc/passwd'],
     ] as const)('throws TypeError at createPetstore for a %s address of %j', (environment, url) => {
       expect(() => testPetstore({ openapi: { servers: { [environment]: url } } })).toThrow(TypeError);
       expect(() => buildOpenApiDocument({ servers: { [environment]: url } }, { deprecations: {}, stability: {} })).toThrow(

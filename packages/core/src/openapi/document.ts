@@ -17,8 +17,10 @@ export type OpenApiDocument = Record<string, unknown>;
 /** Options of {@link buildOpenApiDocument}. */
 export interface OpenApiOptions {
   /**
-   * Base addresses. Each must be an absolute URL ending with the prefix `/v1`. Default: one
-   * relative server, `/v1` ("this server").
+   * Base addresses: absolute `http:` or `https:` URLs without credentials, whose path is where the API is mounted
+   * there (`https://api.example.com/v1`, `https://example.com/api/petstore`; a trailing `/` is dropped). Default:
+   * one relative server, "this server": where the API is mounted (`/v1` unless mounted elsewhere; the served
+   * description names the mount of the request that asked for it).
    */
   servers?: { production?: string; staging?: string };
   /** `info.title`. Default `Petstore`. */
@@ -44,6 +46,24 @@ export interface OpenApiOperationInfo {
   deprecations: Readonly<Partial<Record<OperationId, DeprecationPolicy>>>;
   stability: Readonly<Partial<Record<OperationId, Stability>>>;
   costs?: Readonly<Partial<Record<OperationId, number>>>;
+  /** Where the API is mounted, for the default relative server: a path (`/v1`, `/api/petstore`), `''` at the root. Default `/v1`. */
+  mountPath?: string;
+}
+
+/**
+ * Whether `url` is an absolute `http:` or `https:` URL without credentials: the one kind of address a server
+ * entry or a `Link` target of the options may be (a `javascript:` or `data:` URL in a page or header is a hazard;
+ * credentials in one are a leak).
+ */
+export function isHttpUrl(url: string): boolean {
+  if (!URL.canParse(url)) return false;
+  const parsed = new URL(url);
+  return (parsed.protocol === 'http:' || parsed.protocol === 'https:') && parsed.username === '' && parsed.password === '';
+}
+
+/** The relative server entry of the description served at `mountPath` (`/` for the root). */
+export function mountedServer(mountPath: string): { url: string; description: string } {
+  return { url: mountPath === '' ? '/' : mountPath, description: 'This server' };
 }
 
 /** The OpenAPI version of the description. */
@@ -182,7 +202,7 @@ function responsesFor(operation: OperationDefinition, deprecation: DeprecationPo
 
 /**
  * Builds the OpenAPI 3.0.3 document.
- * @throws TypeError when a server address is not an absolute URL ending with `/v1`.
+ * @throws TypeError when a server address is not an absolute `http:` or `https:` URL without credentials.
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#openapi-description
  */
 export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOperationInfo): OpenApiDocument {
@@ -192,12 +212,12 @@ export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOpera
     ['Staging', options.servers?.staging],
   ] as const) {
     if (url === undefined) continue;
-    if (!URL.canParse(url) || !/\/v1\/?$/.test(new URL(url).pathname)) {
-      throw new TypeError(`openapi.servers: the ${environment.toLowerCase()} address must be an absolute URL ending with /v1`);
+    if (!isHttpUrl(url)) {
+      throw new TypeError(`openapi.servers: the ${environment.toLowerCase()} address must be an absolute http: or https: URL without credentials`);
     }
     servers.push({ url: url.replace(/\/$/, ''), description: environment });
   }
-  if (servers.length === 0) servers.push({ url: DEFAULT_PREFIX, description: 'This server' });
+  if (servers.length === 0) servers.push(mountedServer(info.mountPath ?? DEFAULT_PREFIX));
 
   const paths: Record<string, Record<string, unknown>> = {};
   for (const operation of OPERATIONS) {
