@@ -1,4 +1,6 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import {
+  PETSTORE_API_KEY_WATCH_CHANNEL,
   createPetstore,
   managedApiKeys,
   staticApiKeys,
@@ -6,6 +8,7 @@ import {
   type CategoryStore,
   type ManagedApiKeys,
   type Petstore,
+  type PetstoreApiKeyWatchMessage,
   type RateLimitStore,
   type StoreFailurePolicy,
 } from '@petstore/core';
@@ -146,6 +149,17 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
   let lastReport = 0;
   let petstore: Petstore;
   try {
+    // The library logs nothing itself: one line when the key-change watch is lost, one when it is back.
+    const onWatchChange = (message: unknown) => {
+      const { state, previousState, error } = message as PetstoreApiKeyWatchMessage;
+      if (state === 'disconnected' && previousState === 'watching') {
+        console.error(`[petstore] key-change watch lost (${error?.message ?? 'no reason given'}); checking keys at the store until it is back`);
+      } else if (state === 'watching' && previousState === 'disconnected') {
+        console.error('[petstore] key-change watch is back; cached keys are trusted again');
+      }
+    };
+    subscribe(PETSTORE_API_KEY_WATCH_CHANNEL, onWatchChange);
+    closers.push(async () => void unsubscribe(PETSTORE_API_KEY_WATCH_CHANNEL, onWatchChange));
     managed = managedApiKeys({ store: keyRecords as ApiKeyRecordStore });
     // Listening for the store's notifications before the server takes requests: a key revoked from then on is
     // refused by this instance as soon as the revocation commits.

@@ -8,7 +8,7 @@
  * @packageDocumentation
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { tracingChannel } from 'node:diagnostics_channel';
+import { subscribe, tracingChannel, unsubscribe } from 'node:diagnostics_channel';
 import { performance } from 'node:perf_hooks';
 import {
   SpanKind,
@@ -20,10 +20,19 @@ import {
   type Counter,
   type Histogram,
   type MeterProvider,
+  type ObservableResult,
   type Span,
   type TracerProvider,
 } from '@opentelemetry/api';
-import { PETSTORE_REQUEST_CHANNEL, PETSTORE_STORE_CHANNEL, type PetstoreRequestContext, type PetstoreStoreContext } from '@petstore/core';
+import {
+  PETSTORE_API_KEY_WATCH_CHANNEL,
+  PETSTORE_REQUEST_CHANNEL,
+  PETSTORE_STORE_CHANNEL,
+  type ApiKeyWatchState,
+  type PetstoreApiKeyWatchMessage,
+  type PetstoreRequestContext,
+  type PetstoreStoreContext,
+} from '@petstore/core';
 
 /** The instrumentation scope's name: the meter and tracer are obtained under it. */
 export const INSTRUMENTATION_NAME = '@petstore/opentelemetry';
@@ -100,7 +109,11 @@ interface Started {
  *   `plan` (`anonymous` for a caller without a valid key);
  * - `petstore.store.operation.duration` (histogram, `s`): `backend`, `operation`, `outcome` (`ok`, `error`);
  * - `petstore.auth.failures` (counter, `{failure}`): `reason` (`missing`, `malformed`, `unknown`, `revoked`,
- *   `expired`).
+ *   `expired`);
+ * - `petstore.api_key.watch.connected` (gauge, `1`): `backend`; 1 while managed API keys hear their store's
+ *   changes (`watching`), 0 while the watch is starting or lost (`connecting`, `disconnected`: keys are then
+ *   checked at the store). From the changes published on `petstore:api-key-watch` after this call, the last
+ *   per backend; a manager that turns `unwatched` (closed) is no longer observed.
  *
  * Call it once, at start-up, after the OpenTelemetry SDK is set up (when using the global providers).
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/observability.md#metrics
@@ -128,6 +141,16 @@ export function instrumentPetstore(options: InstrumentPetstoreOptions = {}): Pet
     description: 'Requests answered 401, by reason.',
     unit: '{failure}',
   });
+
+  // The last watch state heard per backend; a state change is rare, so the gauge reads this map.
+  const watchStates = new Map<string, ApiKeyWatchState>();
+  const watchConnected = meter.createObservableGauge('petstore.api_key.watch.connected', {
+    description: "Whether managed API keys hear their store's key changes: 1 while watching, 0 while the watch is starting or lost.",
+    unit: '1',
+  });
+  const observeWatch = (result: ObservableResult) => {
+    for (const [backend, state] of watchStates) result.observe(state === 'watching' ? 1 : 0, { backend });
+  };
 
   const requests = tracingChannel<unknown, PetstoreRequestContext>(PETSTORE_REQUEST_CHANNEL);
   const stores = tracingChannel<unknown, PetstoreStoreContext>(PETSTORE_STORE_CHANNEL);
@@ -236,11 +259,19 @@ export function instrumentPetstore(options: InstrumentPetstoreOptions = {}): Pet
     error: () => undefined,
   };
 
+  const watchHandler = guarded((message: unknown) => {
+    const { backend, state } = message as PetstoreApiKeyWatchMessage;
+    if (state === 'unwatched') watchStates.delete(backend);
+    else watchStates.set(backend, state);
+  });
+
   // Only spans need the request of a store call. An AsyncLocalStorage in use slows every promise of the process on
   // Node 20 and 22 (async hooks), so metrics alone do without (measured: BENCHMARKS.md, section Observability).
   if (tracer !== undefined) requests.start.bindStore(currentRequest);
   requests.subscribe(requestHandlers);
   stores.subscribe(storeHandlers);
+  subscribe(PETSTORE_API_KEY_WATCH_CHANNEL, watchHandler);
+  watchConnected.addCallback(observeWatch);
   let stopped = false;
   return {
     stop() {
@@ -248,6 +279,8 @@ export function instrumentPetstore(options: InstrumentPetstoreOptions = {}): Pet
       stopped = true;
       requests.unsubscribe(requestHandlers);
       stores.unsubscribe(storeHandlers);
+      unsubscribe(PETSTORE_API_KEY_WATCH_CHANNEL, watchHandler);
+      watchConnected.removeCallback(observeWatch);
       if (tracer !== undefined) {
         requests.start.unbindStore(currentRequest);
         // Turns its async hooks off again (on Node versions that use them).

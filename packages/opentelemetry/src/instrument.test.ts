@@ -7,9 +7,9 @@ import { AggregationTemporality, MeterProvider, MetricReader, type DataPoint, ty
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { petstoreExpress } from '@petstore/adapter-express';
 import { petstoreFastify } from '@petstore/adapter-fastify';
-import { createPetstore, staticApiKeys, type Petstore } from '@petstore/core';
+import { createPetstore, managedApiKeys, staticApiKeys, type ApiKeyRecordWatcher, type Petstore } from '@petstore/core';
 import { petstoreNodeHandler } from '@petstore/core/node';
-import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
+import { memoryApiKeyRecordStore, memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
 import express from 'express';
 import Fastify from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -175,5 +175,40 @@ describe('spans', () => {
     await newPetstore().handle({ method: 'GET', path: '/categories', headers: {}, clientAddress: '192.0.2.1' });
     expect(exporter.getFinishedSpans()).toEqual([]);
     expect(await points(reader, 'petstore.auth.failures')).toEqual([]);
+  });
+});
+
+describe('petstore.api_key.watch.connected', () => {
+  it('reads 1 while managed keys watch their store, 0 from a break until the watch is back, and stops with the manager', async () => {
+    const reader = new TestReader();
+    const meterProvider = new MeterProvider({ readers: [reader] });
+    const telemetry = instrumentPetstore({ meterProvider, spans: false });
+    const inner = memoryApiKeyRecordStore();
+    const watchers: ApiKeyRecordWatcher[] = [];
+    const keys = managedApiKeys({
+      store: { ...inner, backend: 'otel-watch-test', watch: (listener) => (watchers.push(listener), inner.watch(listener)) },
+    });
+    const gauge = async () =>
+      (await points(reader, 'petstore.api_key.watch.connected')).filter((point) => point.attributes['backend'] === 'otel-watch-test').map((point) => point.value);
+    try {
+      await keys.ready();
+      expect(await gauge()).toEqual([1]);
+      for (const watcher of watchers) watcher.onDisconnect(new Error('watch heartbeat unanswered'));
+      expect(await gauge()).toEqual([0]);
+      for (const watcher of watchers) watcher.onReconnect();
+      expect(await gauge()).toEqual([1]);
+      await keys.close();
+      for (const watcher of watchers) watcher.onDisconnect(new Error('closed meanwhile')); // closed: not a break
+      expect(await gauge()).not.toContain(0);
+      telemetry.stop();
+      // Stopped: a break is no longer heard.
+      const other = managedApiKeys({ store: { ...inner, backend: 'otel-watch-test', watch: async () => Promise.reject(new Error('refused')) } });
+      await other.ready().catch(() => undefined);
+      expect(await gauge()).not.toContain(0);
+      await other.close();
+    } finally {
+      telemetry.stop();
+      await meterProvider.shutdown();
+    }
   });
 });
