@@ -146,11 +146,15 @@ type ScriptCommand<Reply> = (all: string, key: string, ...args: string[]) => Pro
  * (current and previous, before and after; lowercase hex joined by commas) on the channel
  * `${keyPrefix}apikeys` (after the client's ioredis `keyPrefix`). On a Redis Cluster a `PUBLISH` reaches every
  * node. `watch(listener)` subscribes on a connection of its own and calls `listener.onChange(digests)` per
- * message; after the connection broke, it subscribes again once connected and then calls
- * `listener.onReconnect()` (changes published meanwhile were lost: a cache drops everything). On a `Redis`
- * client the connection is `client.duplicate()`, reconnected by ioredis as the client's `retryStrategy` says
- * (should that give up, a new duplicate is made); on a `Cluster`, a connection to a random node, replaced by one
- * to another node when it breaks.
+ * message. The connection is checked by a heartbeat: a `PING` every second, which must be answered within 2 s.
+ * When the connection closes, a `PING` goes unanswered (a half-open connection: it is then dropped and a new one
+ * made), or Redis refuses a later `SUBSCRIBE` (an ACL without the channel: asked again with backoff, up to every
+ * 2 s), it calls `listener.onDisconnect(error)` at once, once per break; once subscribed again it calls
+ * `listener.onReconnect()` (changes published meanwhile were lost: a cache drops everything). A break is so told
+ * within 3 s. On a `Redis` client the connection is `client.duplicate()` (without ioredis's `autoResubscribe`:
+ * the watch subscribes itself, so a refusal is never an unhandled rejection), reconnected by ioredis as the
+ * client's `retryStrategy` says (should that give up, a new duplicate is made); on a `Cluster`, a connection to a
+ * random node, replaced by one to another node when it breaks.
  *
  * Errors (every method):
  * - `PetstoreError('service_unavailable', …, { retryAfterSeconds: 5, cause })` (503 with `Retry-After`) when
