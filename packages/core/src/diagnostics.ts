@@ -58,8 +58,9 @@ export interface PetstoreRequestContext {
   /** The operation the method and path matched; `undefined` when none did (404, 405). */
   readonly operationId: OperationId | undefined;
   /**
-   * The operation's route template with the prefix, e.g. `/v1/categories` or `/v1/pets/{petId}` — never the
-   * request's URL; `undefined` when no operation matched.
+   * The operation's route template under the path the API is mounted at (`PetstoreRequest.mountPath`, else the
+   * `prefix`), e.g. `/v1/categories`, `/api/petstore/pets/{petId}` — never the request's URL; for the reference page
+   * (`docs` option) `/v1/docs`, and `/v1/docs/{file}` for every path below it; `undefined` when no operation matched.
    */
   readonly route: string | undefined;
   /** The answer's HTTP status code; set before `asyncStart`. */
