@@ -22,7 +22,8 @@
  * - `PETSTORE_PUBLIC_URL`, `PETSTORE_STAGING_URL`: the Production and Staging addresses the OpenAPI description
  *   lists as its servers (absolute URLs ending in `/v1`); neither set: the relative server `/v1`.
  * - `PETSTORE_METRICS_PORT`: when set, the API's metrics in the Prometheus format at `/metrics` on that port
- *   (0: a free one), apart from the API's port (see metrics.ts).
+ *   (0: a free one), apart from the API's port (see metrics.ts), on `PETSTORE_METRICS_HOST` (default 127.0.0.1,
+ *   whatever `HOST` is: `HOST=0.0.0.0` does not put the metrics on the network).
  * - `HEADERS_TIMEOUT_MS` (default 10,000), `REQUEST_TIMEOUT_MS` (default 30,000): how long a client may take to
  *   send its request head, and its whole request (Node's `server.headersTimeout` and `server.requestTimeout`);
  *   a connection that takes longer gets 408 and is closed.
@@ -30,6 +31,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ServerOptions } from 'node:http';
 import { isPlanName, type CostName, type StaticApiKey } from '@petstore/core';
+import { redactUrl } from './redact.js';
 
 /** The names `PETSTORE_OPERATION_COSTS` takes: the operationIds, and `guard` (host routes behind the guard). */
 export const OPERATION_COST_NAMES = [
@@ -51,6 +53,9 @@ export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
  * 1 MiB, which takes 30 s at 35 KB/s (a poor 3G link). (Node's own default is 300 s; Fastify's, none.)
  */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+
+/** Default of `PETSTORE_METRICS_HOST`: loopback, so the metrics are not on the network unless asked. */
+export const DEFAULT_METRICS_HOST = '127.0.0.1';
 
 export interface ExampleConfig {
   port: number;
@@ -79,6 +84,8 @@ export interface ExampleConfig {
   openapiServers: { production?: string; staging?: string } | undefined;
   /** `PETSTORE_METRICS_PORT`: the port of the Prometheus endpoint (0: a free one); `undefined` when unset. */
   metricsPort: number | undefined;
+  /** `PETSTORE_METRICS_HOST`: the address the Prometheus endpoint listens on. Default 127.0.0.1 (loopback only). */
+  metricsHost: string;
 }
 
 /**
@@ -115,6 +122,8 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig 
     headersTimeoutMs,
     requestTimeoutMs,
     metricsPort: readMetricsPort(env),
+    // Not HOST: an API opened to the network must not open its metrics too.
+    metricsHost: env['PETSTORE_METRICS_HOST']?.trim() || DEFAULT_METRICS_HOST,
     openapiServers:
       production === undefined && staging === undefined
         ? undefined
@@ -231,7 +240,7 @@ export function parseOperationCosts(text: string): Partial<Record<CostName, numb
 export function startupBanner(config: ExampleConfig, url: string, framework: string, metricsUrl?: string): string {
   const storage = describeStorage(config);
   const lines = [`petstore categories API (${framework}, ${storage}) listening on ${url}/v1`, `API reference (open it in a browser): ${url}/v1/docs`];
-  if (metricsUrl !== undefined) lines.push(`Prometheus metrics (PETSTORE_METRICS_PORT) at ${metricsUrl}`);
+  if (metricsUrl !== undefined) lines.push(`Prometheus metrics (PETSTORE_METRICS_PORT, PETSTORE_METRICS_HOST) at ${metricsUrl}`);
   const managedIn = config.databaseUrl !== undefined ? 'PostgreSQL' : config.redisUrl !== undefined ? 'Redis' : undefined;
   if (managedIn !== undefined) {
     const variable = managedIn === 'PostgreSQL' ? 'PETSTORE_DATABASE_URL' : 'PETSTORE_REDIS_URL';
@@ -258,7 +267,7 @@ export function startupBanner(config: ExampleConfig, url: string, framework: str
   return lines.join('\n');
 }
 
-/** Where categories and rate limits live, for the start-up line; URLs without their passwords. */
+/** Where categories and rate limits live, for the start-up line; URLs without their secrets. */
 export function describeStorage(config: Pick<ExampleConfig, 'databaseUrl' | 'redisUrl'>): string {
   const { databaseUrl, redisUrl } = config;
   if (databaseUrl !== undefined && redisUrl !== undefined) {
@@ -269,13 +278,4 @@ export function describeStorage(config: Pick<ExampleConfig, 'databaseUrl' | 'red
   return 'memory storage';
 }
 
-/** A Redis or PostgreSQL URL without its password, for printing. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return 'an unparseable URL';
-  }
-}
+export { redactUrl } from './redact.js';

@@ -16,7 +16,7 @@ await startOrExit(async () => {
   const config = readConfig();
   const shutdownTimeoutMs = readShutdownTimeoutMs();
   const api = await examplePetstore(config);
-  const metrics = config.metricsPort === undefined ? undefined : await startMetrics(config.metricsPort, config.host).catch(closing(api));
+  const metrics = config.metricsPort === undefined ? undefined : await startMetrics(config.metricsPort, config.metricsHost).catch(closing(api));
   const app = express();
   app.get('/health', (_request, response) => {
     response.json({ status: 'ok' });

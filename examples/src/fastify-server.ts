@@ -13,7 +13,7 @@ await startOrExit(async () => {
   const config = readConfig();
   const shutdownTimeoutMs = readShutdownTimeoutMs();
   const api = await examplePetstore(config);
-  const metrics = config.metricsPort === undefined ? undefined : await startMetrics(config.metricsPort, config.host).catch(closing(api));
+  const metrics = config.metricsPort === undefined ? undefined : await startMetrics(config.metricsPort, config.metricsHost).catch(closing(api));
   // Fastify's requestTimeout defaults to none: the configured one, with the headers timeout, in Node's server.
   const timeouts = serverTimeouts(config);
   const app = Fastify({

@@ -1,7 +1,8 @@
 /**
  * The examples' Prometheus endpoint: with `PETSTORE_METRICS_PORT` set, `@petstore/opentelemetry` records the
  * API's metrics into an OpenTelemetry meter provider whose reader is `@opentelemetry/exporter-prometheus`,
- * served at `/metrics` on that port (apart from the API's port; 0 picks a free one), on `HOST`.
+ * served at `/metrics` on that port (apart from the API's port; 0 picks a free one), on `PETSTORE_METRICS_HOST`
+ * (default 127.0.0.1: the API's `HOST` does not apply, so `HOST=0.0.0.0` leaves the metrics on loopback).
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/observability.md
  */
@@ -11,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 
 /** A running metrics endpoint. */
 export interface MetricsEndpoint {
-  /** `http://<host>:<port>/metrics` */
+  /** `http://<address>:<port>/metrics`: the address and port listened on. */
   url: string;
   /** Stops recording and the endpoint's server. */
   close(): Promise<void>;
@@ -54,8 +55,9 @@ export async function startMetrics(port: number, host: string): Promise<MetricsE
     await meterProvider.shutdown();
     throw new Error(`PETSTORE_METRICS_PORT: cannot listen on ${host}:${port}: ${(error as Error).message}`);
   }
-  const { port: listening } = server.address() as AddressInfo;
-  return { url: `http://${host}:${listening}/metrics`, close };
+  // The address listened on, as the server reports it (not as configured): what the start-up line shows.
+  const { address, family, port: listening } = server.address() as AddressInfo;
+  return { url: `http://${family === 'IPv6' ? `[${address}]` : address}:${listening}/metrics`, close };
 }
 
 /** A rejection handler that closes `api` (the storage opened before) and rethrows: start-up failed after it. */

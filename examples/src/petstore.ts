@@ -15,6 +15,8 @@ import {
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
 import { redactUrl, type ExampleConfig } from './config.js';
 import { exampleHandlers } from './host-operations.js';
+import { redisPersistenceWarning } from './redis-persistence.js';
+import { redactSecrets } from './redact.js';
 import { describeError } from './startup.js';
 
 /** What both storage setups share: the host's operations, their stability and deprecation. */
@@ -53,7 +55,8 @@ export interface ExamplePetstore {
  * Redis (`config.redisUrl`): one ioredis client; rate limits live there, and categories too unless PostgreSQL is
  * configured. `enableOfflineQueue: false` makes commands fail at once while Redis is unreachable instead of
  * queueing (a queued create could run long after its request got a 503); ioredis reconnects by itself with
- * backoff.
+ * backoff. At start-up, a Redis that keeps no data across a restart (neither RDB snapshots nor an append-only
+ * file) gets one warning line on stderr: a restart would reset every counter and ban.
  *
  * Reset times come from the rate-limit store's clock (Redis's or PostgreSQL's).
  *
@@ -133,6 +136,9 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
       await client.connect().catch((error: unknown) => {
         throw new Error(`PETSTORE_REDIS_URL: Redis at ${redactUrl(url)} failed at start-up: ${describeError(lastError ?? error)}`, { cause: error });
       });
+      // One line on stderr, never a failure: a Redis whose CONFIG is refused says nothing here.
+      const warning = await redisPersistenceWarning(client, redactUrl(url));
+      if (warning !== undefined) console.warn(warning);
       categories ??= redisCategoryStore({ client, callTimeoutMs: 500 });
       store = redisRateLimitStore({ client, callTimeoutMs: 500 });
       keyRecords ??= redisApiKeyRecordStore({ client, callTimeoutMs: 500 });
@@ -182,7 +188,8 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
           // At most one line every 10 s while the store is away.
           if (Date.now() - lastReport < 10_000) return;
           lastReport = Date.now();
-          console.error(`[petstore] ${storeName} unavailable (${config.storeFailure}):`, (error as Error).message);
+          const message = redactSecrets((error as Error).message, [config.databaseUrl, config.redisUrl]);
+          console.error(`[petstore] ${storeName} unavailable (${config.storeFailure}): ${message}`);
         },
       },
     });

@@ -98,11 +98,13 @@ describe.each([
     const unreachable: { env: Record<string, string>; line: string } =
       store === 'database'
         ? {
-            env: { PETSTORE_DATABASE_URL: `postgres://petstore:s3cret@127.0.0.1:${port}/petstore` },
-            line: `PETSTORE_DATABASE_URL: PostgreSQL at postgres://petstore:***@127.0.0.1:${port}/petstore failed at start-up: connect ECONNREFUSED 127.0.0.1:${port}`,
+            // The password as a query parameter (pg reads it there too).
+            env: { PETSTORE_DATABASE_URL: `postgres://petstore@127.0.0.1:${port}/petstore?password=s3cret&sslmode=disable` },
+            line: `PETSTORE_DATABASE_URL: PostgreSQL at postgres://petstore@127.0.0.1:${port}/petstore?password=***&sslmode=disable failed at start-up: connect ECONNREFUSED 127.0.0.1:${port}`,
           }
         : {
-            env: { PETSTORE_REDIS_URL: `redis://:s3cret@127.0.0.1:${port}` },
+            // A password holding an unescaped @: the last @ ends the userinfo.
+            env: { PETSTORE_REDIS_URL: `redis://:s3c@ret@127.0.0.1:${port}` },
             line: `PETSTORE_REDIS_URL: Redis at redis://:***@127.0.0.1:${port} failed at start-up: connect ECONNREFUSED 127.0.0.1:${port}`,
           };
     const cases = [unreachable, BAD_VARIABLES[0] as { env: Record<string, string>; line: string }];

@@ -3,6 +3,8 @@
  * reach, a port in use — it prints one line on stderr saying why, and exits 1. Never a stack trace.
  */
 
+import { redactSecrets } from './redact.js';
+
 /** The start-up failure line's beginning. */
 export const STARTUP_FAILURE_PREFIX = 'petstore example: cannot start:';
 
@@ -19,9 +21,12 @@ export function describeError(error: unknown): string {
   return (text || error.name).replace(/\s*\n\s*/g, ' ');
 }
 
-/** The one line printed when start-up fails with `error`. */
-export function startupFailureLine(error: unknown): string {
-  return `${STARTUP_FAILURE_PREFIX} ${describeError(error)}`;
+/**
+ * The one line printed when start-up fails with `error`: no secret of `PETSTORE_DATABASE_URL` or
+ * `PETSTORE_REDIS_URL` (of `env`) in it, even where a driver's message quotes a part of the URL.
+ */
+export function startupFailureLine(error: unknown, env: NodeJS.ProcessEnv = process.env): string {
+  return redactSecrets(`${STARTUP_FAILURE_PREFIX} ${describeError(error)}`, [env['PETSTORE_DATABASE_URL']?.trim(), env['PETSTORE_REDIS_URL']?.trim()]);
 }
 
 /**
