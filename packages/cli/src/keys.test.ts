@@ -249,7 +249,7 @@ describe('petstore without a reachable store', () => {
       expect(result.stderr).not.toMatch(/s3c/);
     }
     // The built command, as an operator runs it: each form once.
-    for (const [env, pattern] of [cases[0], cases[3]] as const) {
+    for (const [env, pattern] of [cases[0], cases[3]] as Array<[Record<string, string>, RegExp]>) {
       const result = await petstoreProcess(['limits', 'show', '--account', 'acme'], env);
       expectOneLineFailure(result, 1, pattern);
       expect(result.stderr + result.stdout).not.toMatch(/s3c/);

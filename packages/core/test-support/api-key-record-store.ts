@@ -137,7 +137,9 @@ function storeOver(
     },
     async create(record) {
       if (records.has(record.keyId) || byDigest.has(hex(record.digest))) throw new PetstoreError('internal_error', 'An API key record with this keyId or digest exists.');
-      if (maxRecords !== undefined && records.size >= maxRecords) throw new PetstoreError('storage_full', 'The API key store is full.');
+      // The bound counts live records: neither revoked nor expired at the create.
+      const live = [...records.values()].filter((held) => held.revokedAtMs === undefined && (held.expiresAtMs === undefined || held.expiresAtMs > record.createdAtMs));
+      if (maxRecords !== undefined && live.length >= maxRecords) throw new PetstoreError('storage_full', 'The API key store is full.');
       const stored = copy(record);
       records.set(stored.keyId, stored);
       for (const digest of digestsOf(stored)) byDigest.set(hex(digest), stored.keyId);
@@ -169,6 +171,18 @@ function storeOver(
       const after = apply(before, change, faults);
       if (after !== before) write(before, after); // with readModifyWrite, `before` may be stale by now
       return copy(after);
+    },
+    async purge({ beforeMs }) {
+      if (!Number.isSafeInteger(beforeMs)) throw new TypeError('beforeMs must be a whole number of ms');
+      const removed = [...records.values()].filter(
+        (record) => (record.revokedAtMs !== undefined && record.revokedAtMs <= beforeMs) || (record.expiresAtMs !== undefined && record.expiresAtMs <= beforeMs),
+      );
+      for (const record of removed) {
+        records.delete(record.keyId);
+        for (const digest of digestsOf(record)) if (byDigest.get(hex(digest)) === record.keyId) byDigest.delete(hex(digest));
+      }
+      if (removed.length > 0) tell(removed.flatMap(digestsOf));
+      return removed.length;
     },
     async watch(listener) {
       watchers.set(listener, { connected: true });
