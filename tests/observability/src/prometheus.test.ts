@@ -87,7 +87,7 @@ describe('the Prometheus endpoint (PETSTORE_METRICS_PORT), scraped by a real Pro
       PETSTORE_API_KEYS: 'prom-free-key-3c9a:free,prom-tight-key-71d0:enterprise:2:100',
       PETSTORE_METRICS_PORT: '0',
     });
-    metricsUrl = /^Prometheus metrics \(PETSTORE_METRICS_PORT\) at (http:\/\/\S+\/metrics)$/m.exec(example.output)![1]!;
+    metricsUrl = /^Prometheus metrics \(PETSTORE_METRICS_PORT, PETSTORE_METRICS_HOST\) at (http:\/\/\S+\/metrics)$/m.exec(example.output)![1]!;
     prometheus = await startPrometheus(new URL(metricsUrl).host);
   }, 90_000);
 
