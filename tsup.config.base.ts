@@ -22,6 +22,8 @@ export function packageBuild(entry: Record<string, string>, overrides: Options =
     platform: 'node',
     splitting: false,
     treeshake: true,
+    // The private workspace package of shared helpers goes into each build: no published package imports it.
+    noExternal: ['@petstore/internal'],
     ...overrides,
   });
 }

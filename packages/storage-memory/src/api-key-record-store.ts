@@ -1,4 +1,5 @@
 import { PetstoreError, type ApiKeyRecord, type ApiKeyRecordChange, type ApiKeyRecordStore, type ApiKeyRecordWatcher } from '@petstore/core';
+import { hex } from '@petstore/internal';
 
 /** Options of {@link memoryApiKeyRecordStore}. */
 export interface MemoryApiKeyRecordStoreOptions {
@@ -24,8 +25,6 @@ export const DEFAULT_MAX_API_KEY_RECORDS = 100_000;
 /** Default and largest page of `list`. */
 const DEFAULT_PAGE = 100;
 const MAX_PAGE = 1000;
-
-const hex = (digest: Uint8Array): string => Buffer.from(digest.buffer, digest.byteOffset, digest.byteLength).toString('hex');
 
 /** A copy the caller may change without touching the stored record: own digests and limits. */
 function copyOf(record: ApiKeyRecord): ApiKeyRecord {

@@ -36,13 +36,8 @@ export class PostgresTimeoutError extends Error {
   }
 }
 
-/**
- * Checks a whole number option or argument (`callTimeoutMs`, a window's `limit`, …), named `what` in the error.
- * @throws TypeError when `value` is not a safe integer ≥ `min`.
- */
-export function assertWhole(value: number, what: string, min: number): void {
-  if (!Number.isSafeInteger(value) || value < min) throw new TypeError(`${what} must be a whole number >= ${min}, got ${String(value)}`);
-}
+/** Checks a whole number option or argument; one copy for every store (see @petstore/internal). */
+export { assertWhole } from '@petstore/internal';
 
 /** Checks the `pool` option: something with node-postgres's `query(config)`. */
 export function assertPool(pool: Pool): void {

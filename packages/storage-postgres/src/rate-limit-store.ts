@@ -10,6 +10,7 @@ import {
   type RateLimitWindow,
   type WindowUsage,
 } from '@petstore/core';
+import { cachePerPolicy, createTurnBatches, storedKeyText } from '@petstore/internal';
 import type { Pool } from 'pg';
 import { DatabaseError } from 'pg-protocol';
 import { rateLimitsNames, type PostgresSchemaOptions } from './names.js';
@@ -138,7 +139,8 @@ interface RecordJson {
  * - `reset` is one `DELETE` of the row: the record's windows and every ban in it.
  *
  * A row's `key` is the store key as it is, unless the key holds NUL, U+FFFD or a lone surrogate, which text cannot
- * carry: those are escaped (see {@link storedKeyText}), so any string is a key and distinct keys never share a row.
+ * carry: each such unit is written as U+FFFD and its four hex digits (`anon:a\0b` → `anon:a\uFFFD0000b`), so any
+ * string is a key and distinct keys never share a row.
  *
  * Expired rows are deleted by the consumes themselves: each statement deletes up to two rows whose `expires_at_ms`
  * has passed per row it created (by index, skipping locked rows), so the table stays about as large as the
@@ -179,15 +181,10 @@ FROM ${names.consumeManyFunction}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 
 FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS ms) AS n`;
   const resetSql = `DELETE FROM ${names.rateLimits} WHERE key = $1`;
 
-  /** The consumes started in this turn of the event loop, sent at its end (or once there are enough). */
-  let waiting: Pending[] = [];
   /** The database's clock minus this process's (ms), from the last reply; 0 until one came. */
   let offsetMs = 0;
-  const flush = () => {
-    const batch = waiting;
-    waiting = [];
-    if (batch.length > 0) send(batch);
-  };
+  /** The consumes started in this turn of the event loop, sent at its end (or once there are enough). */
+  const addToBatch = createTurnBatches<Pending>(MAX_CONSUMES_PER_STATEMENT, (batch) => send(batch));
 
   /**
    * Sends `batch`, whose caller gives up at `deadlineAtMs` (this process's clock, Unix epoch ms), with that deadline
@@ -273,9 +270,7 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
       if (typeof banSubject !== 'string') throw new TypeError(`banSubject must be a string, got ${String(banSubject)}`);
       const policy = policyOf(windows, request.ban);
       const row = await new Promise<ConsumeManyRow>((resolve, reject) => {
-        waiting.push({ key, policy, cost, banSubject, nowMs: request.nowMs, resolve, reject });
-        if (waiting.length >= MAX_CONSUMES_PER_STATEMENT) flush();
-        else if (waiting.length === 1) setImmediate(flush);
+        addToBatch({ key, policy, cost, banSubject, nowMs: request.nowMs, resolve, reject });
       });
       const { outcome, used } = row;
       if (row.error_code !== null) throw consumeFailure(row.error_code, row.error_message ?? '');
@@ -293,32 +288,11 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
 }
 
 /**
- * The text a store key is kept under: the key itself, unless it holds a code unit that UTF-8 text cannot carry
- * faithfully — NUL (PostgreSQL's text refuses it) or a lone surrogate (UTF-8 writes U+FFFD for it, so distinct keys
- * would share a record) — or U+FFFD itself, the escape: each such unit is written as U+FFFD and its four hex digits
- * (`anon:a\0b` → `anon:a\uFFFD0000b`). Distinct keys stay distinct, and every key of well-formed text without NUL
- * (the engine's `account:<accountId>`, `anon:<address>`) is kept as it is, readable by operators.
- */
-function storedKeyText(key: string): string {
-  return key.replace(UNSAFE_KEY_UNITS, (unit) => `\uFFFD${unit.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`);
-}
-
-/** NUL, U+FFFD, and a high surrogate not followed by a low one or a low one not preceded by a high one. */
-const UNSAFE_KEY_UNITS = /[\0\uFFFD]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
-
-/** Policies built so far, per windows array and ban policy (`NO_BAN` for none); only frozen ones (the core's). */
-const policyCache = new WeakMap<readonly RateLimitWindow[], WeakMap<object, Policy>>();
-const NO_BAN = Object.freeze({});
-
-/**
- * The policy of a request's windows and ban, checked.
+ * The policy of a request's windows and ban, checked; built once per frozen windows array and ban policy.
  * @throws TypeError on a window name that is not a string, or a limit, window length or ban field that is not a
  *   whole number (limit ≥ 0, the others ≥ 1).
  */
-function policyOf(windows: readonly RateLimitWindow[], ban: BanPolicy | undefined): Policy {
-  const banKey = ban ?? NO_BAN;
-  const cached = policyCache.get(windows)?.get(banKey);
-  if (cached !== undefined) return cached;
+const policyOf = cachePerPolicy((windows: readonly RateLimitWindow[], ban: BanPolicy | undefined): Policy => {
   for (const window of windows) {
     if (typeof window.name !== 'string') throw new TypeError(`a window name must be a string, got ${typeof window.name}`);
     assertWhole(window.limit, `window "${window.name}" limit`, 0);
@@ -329,7 +303,7 @@ function policyOf(windows: readonly RateLimitWindow[], ban: BanPolicy | undefine
     assertWhole(ban.intervalMs, 'ban.intervalMs', 1);
     assertWhole(ban.durationMs, 'ban.durationMs', 1);
   }
-  const policy: Policy = {
+  return {
     names: windows.map((window) => window.name),
     limits: windows.map((window) => window.limit),
     lengthsMs: windows.map((window) => window.windowMs),
@@ -337,13 +311,7 @@ function policyOf(windows: readonly RateLimitWindow[], ban: BanPolicy | undefine
     banIntervalMs: ban?.intervalMs ?? 0,
     banDurationMs: ban?.durationMs ?? 0,
   };
-  if (Object.isFrozen(windows) && windows.every((window) => Object.isFrozen(window)) && Object.isFrozen(banKey)) {
-    let byBan = policyCache.get(windows);
-    if (byBan === undefined) policyCache.set(windows, (byBan = new WeakMap()));
-    byBan.set(banKey, policy);
-  }
-  return policy;
-}
+});
 
 /**
  * The failure of one consume of a statement, as the consume function caught it: `service_unavailable` for a
