@@ -36,6 +36,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'petstore_categories@3',
       'petstore_rate_limits@3',
       'petstore_rate_limits@4',
+      'petstore_rate_limits@5',
     ]);
     expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
     const { rows } = await pool.query<{ table_name: string; version: number }>(
@@ -50,6 +51,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       { table_name: 'petstore_rate_limits', version: 2 },
       { table_name: 'petstore_rate_limits', version: 3 },
       { table_name: 'petstore_rate_limits', version: 4 },
+      { table_name: 'petstore_rate_limits', version: 5 },
     ]);
     const store = postgresCategoryStore({ pool, schema });
     await store.create({ name: 'Dogs' });
@@ -85,6 +87,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'shop_a_limits@2',
       'shop_a_limits@3',
       'shop_a_limits@4',
+      'shop_a_limits@5',
       'shop_b_categories@1',
       'shop_b_categories@2',
       'shop_b_categories@3',
@@ -93,6 +96,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'shop_b_limits@2',
       'shop_b_limits@3',
       'shop_b_limits@4',
+      'shop_b_limits@5',
     ]);
     const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
     expect(await a.createIdempotent({ name: 'keyed in A' }, request)).toMatchObject({ outcome: 'created' });
@@ -139,6 +143,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       },
       { table: 'petstore_rate_limits', version: 3, description: 'the batch consume function: the consumes of one call, each decided as if alone' },
       { table: 'petstore_rate_limits', version: 4, description: "the batch consume function with the caller's deadline: a call past it charges nothing" },
+      { table: 'petstore_rate_limits', version: 5, description: "the earlier consume functions call version 4's: one decision in the database" },
     ]);
     expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'created', category: { id: 2, name: 'Cats' } });
     expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'replayed', category: { id: 2, name: 'Cats' } });
@@ -224,6 +229,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'petstore_categories@3',
       'petstore_rate_limits@3',
       'petstore_rate_limits@4',
+      'petstore_rate_limits@5',
     ]);
     const columns = await pool.query<{ column_name: string; data_type: string }>(
       `SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'petstore_rate_limits' ORDER BY column_name`,
@@ -302,7 +308,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     await v2(0, '');
     await v2(1, 'key_1');
     const report = await migratePostgres({ pool, schema });
-    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_rate_limits@3', 'petstore_rate_limits@4']);
+    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_rate_limits@3', 'petstore_rate_limits@4', 'petstore_rate_limits@5']);
     // Version 3's batch function stays beside version 4's (its arguments and a deadline), for the previous release.
     const overloads = await pool.query<{ args: number }>(
       `SELECT p.pronargs AS args FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
@@ -315,6 +321,35 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     const third = await store.consume('account:a', { windows, nowMs: 2, ban: undefined, cost: 1, banSubject: 'key_1' });
     const fourth = await store.consume('account:a', { windows, nowMs: 3, ban: undefined, cost: 1, banSubject: 'key_1' });
     expect([third.allowed, third.windows[0]?.used, fourth.allowed, fourth.windows[0]?.used]).toEqual([true, 3, false, 3]);
+  });
+
+  it("makes the earlier consume functions call version 4's from version 5 on: one decision for every signature", async () => {
+    const pool = connectPool();
+    const schema = uniqueSchema('rl5');
+    await pool.query(`CREATE SCHEMA "${schema}"`);
+    // Version 4's decision changed so that every window has room: a function that decides on its own still refuses.
+    const roomCheck = 'IF counts[i] + p_cost > p_limits[i] THEN has_room := false; END IF;';
+    const steps = postgresMigrations({ schema });
+    const isRateLimits = (step: { table: string; version: number }, version: number) => step.table === 'petstore_rate_limits' && step.version === version;
+    for (const step of steps.filter((step) => !isRateLimits(step, 5))) {
+      if (isRateLimits(step, 4)) expect(step.sql.split(roomCheck)).toHaveLength(2);
+      await pool.query(isRateLimits(step, 4) ? step.sql.replace(roomCheck, '') : step.sql);
+    }
+    // A limit of 0: refused by the decision, admitted by the changed one.
+    const v2 = (key: string) =>
+      pool.query(`SELECT outcome FROM "${schema}".petstore_rate_limits_consume($1, '{minute}', '{0}', '{60000}', 1, '', 0, 0, 0, 0)`, [key]);
+    const v3 = (key: string) =>
+      pool.query(
+        `SELECT outcome FROM "${schema}".petstore_rate_limits_consume_many(ARRAY[$1], '{1}', '{1}', '{""}', '{0}', '{1}', '{1}', '{minute}', '{0}', '{60000}', '{0}', '{0}', '{0}')`,
+        [key],
+      );
+    expect([(await v2('account:a')).rows, (await v3('account:b')).rows]).toEqual([[{ outcome: 1 }], [{ outcome: 1 }]]);
+    await pool.query(steps.find((step) => isRateLimits(step, 5))!.sql);
+    expect([(await v2('account:c')).rows, (await v3('account:d')).rows]).toEqual([[{ outcome: 0 }], [{ outcome: 0 }]]);
+    // A consume that fails still raises its error through version 2's signature (here: windows without names).
+    await expect(
+      pool.query(`SELECT outcome FROM "${schema}".petstore_rate_limits_consume('account:e', NULL, NULL, NULL, 1, '', 0, 0, 0, 0)`),
+    ).rejects.toMatchObject({ code: '23502' });
   });
 
   it('adds the API-key table to a schema of the previous release: digests unique, previous digests unique where set', async () => {
@@ -333,7 +368,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       ]);
     }
     const report = await migratePostgres({ pool, schema });
-    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_api_keys@1', 'petstore_categories@3', 'petstore_rate_limits@3', 'petstore_rate_limits@4']);
+    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_api_keys@1', 'petstore_categories@3', 'petstore_rate_limits@3', 'petstore_rate_limits@4', 'petstore_rate_limits@5']);
     const indexes = await pool.query<{ indexname: string; indexdef: string }>(
       `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = 'petstore_api_keys' ORDER BY indexname`,
       [schema],

@@ -52,7 +52,8 @@ export interface PostgresMigration {
  * toward the subject's ban in its current ban interval, 0 for none; `banned_until_ms bigint[]`, 0 for none);
  * `rejected_start_ms` and `rejected_count` are dropped. The version 1 function is dropped and
  * `<table>_consume(key, names, limits, window_ms, cost, ban_subject, ban_threshold, ban_interval_ms,
- * ban_duration_ms, now_ms)` created (see {@link postgresRateLimitStore}). A row of version 1 keeps its ban and its
+ * ban_duration_ms, now_ms)` created (see {@link postgresRateLimitStore}), which decides one consume by calling
+ * version 3's batch function, created here too. A row of version 1 keeps its ban and its
  * rejections as the entry of the ban subject `''`; its window counts are dropped (their limit and length were not
  * kept).
  *
@@ -86,6 +87,11 @@ export interface PostgresMigration {
  * A call that starts at or past its deadline charges nothing and answers each consume with `error_code` 57014; one
  * whose deadline passes while it runs (a lock wait, say) raises 57014 at its end, which undoes it all. Version 3's
  * function stays, for instances of the previous release during a rolling upgrade.
+ *
+ * Version 5 of the rate-limit table (after all the above): the rows stay as they are; version 3's
+ * `<table>_consume_many` becomes a call of version 4's without a deadline, and `<table>_consume` (version 2's
+ * signature) a call of version 3's for one consume, so every signature an earlier release calls gets the same
+ * decisions from the one function that holds them.
  *
  * @throws TypeError naming the option (`schema`, `categoriesTable`, `rateLimitsTable` or `apiKeysTable`) that holds
  *   a bad name.
@@ -142,6 +148,7 @@ ${createIdempotentFunctionSql(categories)}`,
       description: 'rate-limit records v2: costs, window limits and lengths, bans per ban subject',
       sql: `${upgradeRateLimitsSql(rateLimits)};
 DROP FUNCTION IF EXISTS ${rateLimits.consumeFunction}(text, text[], bigint[], bigint[], integer, bigint, bigint, bigint);
+${consumeManyFunctionSql(rateLimits, false)};
 ${consumeFunctionSql(rateLimits)}`,
     },
     {
@@ -167,6 +174,13 @@ ${consumeFunctionSql(rateLimits)}`,
       version: 4,
       description: "the batch consume function with the caller's deadline: a call past it charges nothing",
       sql: consumeManyFunctionSql(rateLimits, true),
+    },
+    {
+      table: rateLimits.table,
+      version: 5,
+      description: "the earlier consume functions call version 4's: one decision in the database",
+      sql: `${consumeManyWithoutDeadlineSql(rateLimits)};
+${consumeFunctionSql(rateLimits)}`,
     },
   ];
 }
@@ -411,25 +425,8 @@ $upgrade$`;
 }
 
 /**
- * The consume function of version 2: a mirror of `decideConsume` from `@petstore/core` (contract v2), run under the
- * record's row lock.
- *
- * An existing record: `SELECT … FOR UPDATE` waits for any other consume of it, then the clock is read (so the
- * decisions of one record never go back in time) and the row is updated: one row version. A row whose
- * `expires_at_ms` has passed holds nothing that counts and is decided as a new record (the row is reused). A new
- * record: decided on an empty state and inserted (`ON CONFLICT DO NOTHING`); when another consume inserted it
- * first, it is read under its lock and decided again. A new record also deletes up to two expired rows (`FOR
- * UPDATE SKIP LOCKED`, by the `expires_at_ms` index), so the table holds about as many rows as records that are
- * live, without a timer.
- *
- * The decision, as `decideConsume`'s steps: (1) each window of the request counts the stored counter of its name
- * only when the counter's start and length are the current window's; (2) a banned ban subject is answered with
- * nothing written (only a row that lost its `expires_at_ms` gets one back); (3) when every window has room for
- * `p_cost` every window is charged it, the subject's rejections kept; (4) else nothing is charged, and with a ban
- * policy (`p_ban_threshold` > 0) the rejection counts once toward the subject's ban in the current ban interval,
- * reaching the threshold starts the ban and clears the count; (5) every other subject's ended ban reads 0 and its
- * ended rejections are dropped, a subject with neither is removed; (6) `expires_at_ms` is the latest end of every
- * window, live ban and live rejection interval.
+ * The consume function of version 2's signature: one consume, decided by version 3's batch function (see
+ * {@link consumeManyFunctionSql}) as a batch of one. A consume that fails raises its error (SQLSTATE and message).
  *
  * Reply: the decision's time, the outcome (0 admitted, 1 rate limited, 2 banned), the subject's ban end (0 for
  * none) and each window's count (after the charge when admitted), as text (a host's `pg.types` parsers cannot
@@ -442,126 +439,56 @@ function consumeFunctionSql(names: RateLimitsNames): string {
 RETURNS TABLE (now_ms text, outcome integer, banned_until_ms text, used text)
 LANGUAGE plpgsql VOLATILE AS $consume$
 DECLARE
-  r ${names.rateLimits}%ROWTYPE;
-  found_row boolean; live boolean;
-  n integer := coalesce(array_length(p_names, 1), 0);
-  with_ban boolean := p_ban_threshold > 0;
-  t bigint; i integer; j integer; k integer; w bigint; st bigint;
-  starts bigint[]; counts bigint[]; has_room boolean; expires bigint;
-  new_subjects text[]; new_rejected_starts bigint[]; new_rejected_counts integer[]; new_ban_ends bigint[];
-  entry_end bigint; entry_start bigint; entry_count integer;
-  result integer; ban_end bigint; interval_start bigint; rejected integer;
+  m record;
 BEGIN
-  SELECT * INTO r FROM ${names.rateLimits} AS x WHERE x.key = p_key FOR UPDATE;
-  found_row := FOUND;
-  LOOP
-    t := coalesce(p_now_ms, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
-    -- A row past its expiry holds nothing that counts (a NULL expiry, lost, still counts).
-    live := found_row AND (r.expires_at_ms IS NULL OR r.expires_at_ms > t);
-    starts := '{}'; counts := '{}'; has_room := true; expires := t;
-    FOR i IN 1..n LOOP
-      w := p_window_ms[i];
-      st := t - mod(mod(t, w) + w, w);
-      j := CASE WHEN live THEN array_position(r.window_names, p_names[i]) END;
-      starts[i] := st;
-      counts[i] := CASE WHEN j IS NOT NULL AND r.window_starts_ms[j] = st AND r.window_lengths_ms[j] = w
-        THEN r.window_counts[j] ELSE 0 END;
-      IF counts[i] + p_cost > p_limits[i] THEN has_room := false; END IF;
-      expires := greatest(expires, st + w);
-    END LOOP;
-    k := CASE WHEN live THEN array_position(r.ban_subjects, p_ban_subject) END;
-    IF k IS NOT NULL AND r.banned_until_ms[k] > t THEN
-      -- Banned: nothing charged, the ban not extended, the record kept as it is; only a row that lost its expiry
-      -- gets back the latest end of what it holds.
-      IF r.expires_at_ms IS NULL THEN
-        UPDATE ${names.rateLimits} AS x SET expires_at_ms = greatest(t,
-            (SELECT max(u.s + u.l) FROM unnest(r.window_starts_ms, r.window_lengths_ms) AS u(s, l)),
-            (SELECT max(u.b) FROM unnest(r.banned_until_ms) AS u(b)),
-            CASE WHEN with_ban THEN (SELECT max(u.s) + p_ban_interval_ms FROM unnest(r.rejected_starts_ms, r.rejected_counts) AS u(s, c) WHERE u.c > 0) END)
-          WHERE x.key = p_key;
-      END IF;
-      RETURN QUERY SELECT t::text, 2, r.banned_until_ms[k]::text, array_to_string(counts, ',');
-      RETURN;
-    END IF;
-    -- The other subjects' bans as they stand now: ended bans read 0, ended (or, without a ban policy, any)
-    -- rejections are dropped, a subject with neither is removed.
-    new_subjects := '{}'; new_rejected_starts := '{}'; new_rejected_counts := '{}'; new_ban_ends := '{}';
-    IF live THEN
-      FOR i IN 1..coalesce(array_length(r.ban_subjects, 1), 0) LOOP
-        CONTINUE WHEN i = k;
-        entry_end := CASE WHEN r.banned_until_ms[i] > t THEN r.banned_until_ms[i] ELSE 0 END;
-        IF with_ban AND r.rejected_counts[i] > 0 AND r.rejected_starts_ms[i] + p_ban_interval_ms > t THEN
-          entry_start := r.rejected_starts_ms[i]; entry_count := r.rejected_counts[i];
-          expires := greatest(expires, entry_start + p_ban_interval_ms);
-        ELSE
-          entry_start := 0; entry_count := 0;
-        END IF;
-        IF entry_end > 0 OR entry_count > 0 THEN
-          new_subjects := new_subjects || r.ban_subjects[i]; new_rejected_starts := new_rejected_starts || entry_start;
-          new_rejected_counts := new_rejected_counts || entry_count; new_ban_ends := new_ban_ends || entry_end;
-          expires := greatest(expires, entry_end);
-        END IF;
-      END LOOP;
-    END IF;
-    ban_end := 0;
-    IF has_room THEN
-      FOR i IN 1..n LOOP counts[i] := counts[i] + p_cost; END LOOP;
-      result := 0;
-      -- The subject's rejections are kept while their interval lasts.
-      IF k IS NOT NULL AND with_ban AND r.rejected_counts[k] > 0 AND r.rejected_starts_ms[k] + p_ban_interval_ms > t THEN
-        new_subjects := new_subjects || p_ban_subject; new_rejected_starts := new_rejected_starts || r.rejected_starts_ms[k];
-        new_rejected_counts := new_rejected_counts || r.rejected_counts[k]; new_ban_ends := new_ban_ends || 0::bigint;
-        expires := greatest(expires, r.rejected_starts_ms[k] + p_ban_interval_ms);
-      END IF;
-    ELSIF NOT with_ban THEN
-      result := 1;
-    ELSE
-      interval_start := t - mod(mod(t, p_ban_interval_ms) + p_ban_interval_ms, p_ban_interval_ms);
-      rejected := CASE WHEN k IS NOT NULL AND r.rejected_counts[k] > 0 AND r.rejected_starts_ms[k] = interval_start
-        THEN r.rejected_counts[k] ELSE 0 END + 1;
-      new_subjects := new_subjects || p_ban_subject;
-      IF rejected >= p_ban_threshold THEN
-        result := 2; ban_end := t + p_ban_duration_ms;
-        new_rejected_starts := new_rejected_starts || 0::bigint; new_rejected_counts := new_rejected_counts || 0; new_ban_ends := new_ban_ends || ban_end;
-        expires := greatest(expires, ban_end);
-      ELSE
-        result := 1;
-        new_rejected_starts := new_rejected_starts || interval_start; new_rejected_counts := new_rejected_counts || rejected;
-        new_ban_ends := new_ban_ends || 0::bigint;
-        expires := greatest(expires, interval_start + p_ban_interval_ms);
-      END IF;
-    END IF;
-    IF found_row THEN
-      UPDATE ${names.rateLimits} AS x
-        SET window_names = p_names, window_starts_ms = starts, window_counts = counts, window_limits = p_limits,
-            window_lengths_ms = p_window_ms, ban_subjects = new_subjects, rejected_starts_ms = new_rejected_starts,
-            rejected_counts = new_rejected_counts, banned_until_ms = new_ban_ends, expires_at_ms = expires
-        WHERE x.key = p_key;
-      EXIT;
-    END IF;
-    INSERT INTO ${names.rateLimits} AS x (key, window_names, window_starts_ms, window_counts, window_limits, window_lengths_ms,
-        ban_subjects, rejected_starts_ms, rejected_counts, banned_until_ms, expires_at_ms)
-      VALUES (p_key, p_names, starts, counts, p_limits, p_window_ms, new_subjects, new_rejected_starts, new_rejected_counts, new_ban_ends, expires)
-      ON CONFLICT (key) DO NOTHING;
-    IF FOUND THEN
-      DELETE FROM ${names.rateLimits} AS x WHERE x.key IN (
-        SELECT y.key FROM ${names.rateLimits} AS y WHERE y.expires_at_ms < t ORDER BY y.expires_at_ms LIMIT 2 FOR UPDATE SKIP LOCKED);
-      EXIT;
-    END IF;
-    -- Another consume inserted the record meanwhile: decide again under its lock.
-    SELECT * INTO r FROM ${names.rateLimits} AS x WHERE x.key = p_key FOR UPDATE;
-    found_row := FOUND;
-  END LOOP;
-  RETURN QUERY SELECT t::text, result, ban_end::text, array_to_string(counts, ',');
+  SELECT * INTO STRICT m FROM ${names.consumeManyFunction}(ARRAY[p_key], ARRAY[1], ARRAY[p_cost], ARRAY[p_ban_subject],
+    ARRAY[p_now_ms], ARRAY[1], ARRAY[coalesce(array_length(p_names, 1), 0)], p_names, p_limits, p_window_ms,
+    ARRAY[p_ban_threshold::bigint], ARRAY[p_ban_interval_ms], ARRAY[p_ban_duration_ms]) AS x;
+  IF m.error_code IS NOT NULL THEN
+    RAISE EXCEPTION USING ERRCODE = m.error_code, MESSAGE = m.error_message;
+  END IF;
+  RETURN QUERY SELECT m.now_ms, m.outcome, m.banned_until_ms, m.used;
 END
 $consume$`;
 }
 
+/** Version 3's batch consume function as version 5 leaves it: version 4's, without a deadline. */
+function consumeManyWithoutDeadlineSql(names: RateLimitsNames): string {
+  return `${consumeManyHeaderSql(names, false)}
+LANGUAGE plpgsql VOLATILE AS $consume_many$
+BEGIN
+  RETURN QUERY SELECT m.ordinal, m.now_ms, m.outcome, m.banned_until_ms, m.used, m.error_code, m.error_message
+    FROM ${names.consumeManyFunction}(p_keys, p_policies, p_costs, p_ban_subjects, p_now_ms, p_window_first, p_window_count,
+      p_window_names, p_window_limits, p_window_lengths_ms, p_ban_thresholds, p_ban_intervals_ms, p_ban_durations_ms, NULL::bigint) AS m;
+END
+$consume_many$`;
+}
+
+/** `CREATE OR REPLACE FUNCTION <table>_consume_many(…) RETURNS TABLE (…)` of version 3, or of version 4 (`withDeadline`). */
+function consumeManyHeaderSql(names: RateLimitsNames, withDeadline: boolean): string {
+  const deadlineArgument = withDeadline ? ', p_deadline_ms bigint' : '';
+  const clockColumn = withDeadline ? ', clock_ms text' : '';
+  return `CREATE OR REPLACE FUNCTION ${names.consumeManyFunction}(
+  p_keys text[], p_policies integer[], p_costs bigint[], p_ban_subjects text[], p_now_ms bigint[],
+  p_window_first integer[], p_window_count integer[], p_window_names text[], p_window_limits bigint[], p_window_lengths_ms bigint[],
+  p_ban_thresholds bigint[], p_ban_intervals_ms bigint[], p_ban_durations_ms bigint[]${deadlineArgument})
+RETURNS TABLE (ordinal integer, now_ms text, outcome integer, banned_until_ms text, used text, error_code text, error_message text${clockColumn})`;
+}
 
 /**
- * The consume function of version 3: a batch of consumes in one call (one statement, one transaction), each decided
- * exactly as version 2's `<table>_consume` decides it alone (the same steps, see {@link consumeFunctionSql}), in the
- * order of the arguments for the consumes of one record.
+ * The consume function of version 3 (and, with the deadline, of version 4): a batch of consumes in one call (one
+ * statement, one transaction), each a mirror of `decideConsume` from `@petstore/core` (contract v2), in the order of
+ * the arguments for the consumes of one record. The one place the database decides a consume: version 5 makes the
+ * other signatures call it.
+ *
+ * The decision, as `decideConsume`'s steps: (1) each window of the request counts the stored counter of its name
+ * only when the counter's start and length are the current window's; (2) a banned ban subject is answered with
+ * nothing written (only a row that lost its `expires_at_ms` gets one back); (3) when every window has room for the
+ * cost every window is charged it, the subject's rejections kept; (4) else nothing is charged, and with a ban policy
+ * (a threshold > 0) the rejection counts once toward the subject's ban in the current ban interval, reaching the
+ * threshold starts the ban and clears the count; (5) every other subject's ended ban reads 0 and its ended
+ * rejections are dropped, a subject with neither is removed; (6) `expires_at_ms` is the latest end of every window,
+ * live ban and live rejection interval. A row whose `expires_at_ms` has passed holds nothing that counts.
  *
  * Arguments: per consume (the `p_keys` order is the consumes' arrival order), its record's key, its policy (a
  * number 1..P), its cost, its ban subject and its time (`p_now_ms`, Unix epoch ms; NULL, or a NULL array, for the
@@ -596,8 +523,6 @@ $consume$`;
 function consumeManyFunctionSql(names: RateLimitsNames, withDeadline: boolean): string {
   // Version 3's text stays as it was (the versions, run in order, build the same schema everywhere); version 4 adds
   // the deadline and the clock column.
-  const deadlineArgument = withDeadline ? ', p_deadline_ms bigint' : '';
-  const clockColumn = withDeadline ? ', clock_ms text' : '';
   const clockDeclaration = withDeadline ? `
   start_clock bigint := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;` : '';
   const deadlineAtStart = withDeadline ? `
@@ -614,11 +539,7 @@ function consumeManyFunctionSql(names: RateLimitsNames, withDeadline: boolean): 
     RAISE EXCEPTION 'the caller''s deadline passed during the call: nothing charged' USING ERRCODE = '57014';
   END IF;` : '';
   const clockValue = withDeadline ? ', start_clock::text' : '';
-  return `CREATE OR REPLACE FUNCTION ${names.consumeManyFunction}(
-  p_keys text[], p_policies integer[], p_costs bigint[], p_ban_subjects text[], p_now_ms bigint[],
-  p_window_first integer[], p_window_count integer[], p_window_names text[], p_window_limits bigint[], p_window_lengths_ms bigint[],
-  p_ban_thresholds bigint[], p_ban_intervals_ms bigint[], p_ban_durations_ms bigint[]${deadlineArgument})
-RETURNS TABLE (ordinal integer, now_ms text, outcome integer, banned_until_ms text, used text, error_code text, error_message text${clockColumn})
+  return `${consumeManyHeaderSql(names, withDeadline)}
 LANGUAGE plpgsql VOLATILE AS $consume_many$
 DECLARE${clockDeclaration}
   total integer := coalesce(array_length(p_keys, 1), 0);
