@@ -10,6 +10,7 @@ import {
   type PlanLimits,
 } from '@petstore/core';
 import type { Cluster, Redis } from 'ioredis';
+import { hex } from '@petstore/internal';
 import {
   CREATE_API_KEY_LUA,
   FIND_API_KEY_BY_DIGEST_LUA,
@@ -354,10 +355,6 @@ export function redisApiKeyRecordStore(options: RedisApiKeyRecordStoreOptions): 
 /** `values` with empty strings appended up to `length` (the scripts read fixed argument positions). */
 function pad(values: string[], length: number): string[] {
   return [...values, ...Array.from({ length: length - values.length }, () => '')];
-}
-
-function hex(digest: Uint8Array): string {
-  return Buffer.from(digest.buffer, digest.byteOffset, digest.byteLength).toString('hex');
 }
 
 /** The record hash's field/value pairs of a new record, after checking it. */

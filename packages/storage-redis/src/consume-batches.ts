@@ -1,18 +1,12 @@
 /**
  * Coalescing of consumes into script calls: the consumes a process starts within one turn of its event loop
  * go to Redis as one call of the consume script (rate-limit-script.ts), which decides them in order, each
- * exactly as if it came alone. A Redis command costs the server a fixed amount for reading, parsing and
- * answering it whatever it does, and the client a socket write; one call per turn instead of one per consume
- * pays both once for the batch.
- *
- * Measured: BENCHMARKS.md, section "Scale-out: K app processes on one Redis" (Redis CPU and throughput per
- * request against @fastify/rate-limit's Redis store), and the Redis round trips per request in section "HTTP".
- *
- * Like ioredis's own `enableAutoPipelining`, a batch waits for `setImmediate`: the consumes that requests read
- * in the same poll phase start join it, and a lone consume goes out at the end of the turn it started in.
+ * exactly as if it came alone, so a command's fixed cost is paid once per batch (BENCHMARKS.md, section
+ * "Scale-out: K app processes on one Redis").
  */
 import { ReplyError, type Cluster, type Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
+import { createTurnBatches } from '@petstore/internal';
 import { CONSUME_LUA } from './rate-limit-script.js';
 import { NotARecordError, RedisTimeoutError, type WithDeadline } from './redis-call.js';
 
@@ -79,17 +73,10 @@ export function createConsumeBatches(client: Redis | Cluster, time: 'server' | '
   const script = (client as unknown as Record<string, ScriptCall>)[CONSUME_COMMAND] as ScriptCall;
   const clientPrefix = client.options.keyPrefix ?? '';
   const slotOf = client.isCluster ? (redisKey: string) => calculateSlot(clientPrefix + redisKey) : () => 0;
-  /** Batches waiting for the end of this turn, by hash slot. */
-  const waiting = new Map<number, Pending[]>();
-  let scheduled = false;
   /** Redis's clock minus this process's (ms), from the last reply; 0 until one came. */
   let offsetMs = 0;
-
-  const flushAll = () => {
-    scheduled = false;
-    for (const batch of waiting.values()) send(batch);
-    waiting.clear();
-  };
+  /** Batches waiting for the end of this turn, by hash slot. */
+  const addToBatch = createTurnBatches<Pending>(MAX_BATCH_SIZE, (batch) => send(batch));
 
   /**
    * Sends `batch`, whose caller gives up at `deadlineAtMs` (this process's clock, Unix epoch ms); `retried`: the
@@ -144,16 +131,6 @@ export function createConsumeBatches(client: Redis | Cluster, time: 'server' | '
 
   return (redisKey: string, policy: PolicyArguments, windowCount: number, cost: number, banSubject: string, nowMs: number): Promise<ConsumeDecision> =>
     new Promise((resolve, reject) => {
-      const slot = slotOf(redisKey);
-      let batch = waiting.get(slot);
-      if (batch === undefined) waiting.set(slot, (batch = []));
-      batch.push({ redisKey, policy, windowCount, cost, banSubject, nowMs, resolve, reject });
-      if (batch.length >= MAX_BATCH_SIZE) {
-        waiting.delete(slot);
-        send(batch);
-      } else if (!scheduled) {
-        scheduled = true;
-        setImmediate(flushAll);
-      }
+      addToBatch({ redisKey, policy, windowCount, cost, banSubject, nowMs, resolve, reject }, slotOf(redisKey));
     });
 }

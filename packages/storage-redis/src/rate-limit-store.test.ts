@@ -43,6 +43,22 @@ const at = (nowMs: number, windows: RateLimitWindow[], ban?: BanPolicy, more: { 
 const used = (result: ConsumeResult, name: string) => result.windows.find((window) => window.name === name)?.used;
 const outcome = (result: ConsumeResult) => (result.allowed ? 'allowed' : result.reason);
 
+/**
+ * `promise`, or a failure naming `what` once `ms` of real time passed: a guard that turns a hand-off that never
+ * settles into a failure within seconds instead of a hung run (not a measurement: a settled round takes far less).
+ */
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 function newStore(options: Partial<RedisRateLimitStoreOptions> = {}) {
   const client = (options.client ?? connect()) as Redis; // these tests run on one server
   const keyPrefix = options.keyPrefix ?? uniquePrefix();
@@ -539,7 +555,8 @@ describe.skipIf(skipRedis)('redisRateLimitStore block cache', () => {
     const windows = perMinute(1);
     const first = await banned(store, 'account:flood', windows);
     const commands = await countCommands(client);
-    const flood = () => Promise.all(Array.from({ length: 500 }, () => store.consume('account:flood', at(0, windows, ban))));
+    // The consumes that wait for a refresh's answer: bounded, so a hand-off that never settles fails fast.
+    const flood = () => within(Promise.all(Array.from({ length: 500 }, () => store.consume('account:flood', at(0, windows, ban)))), 2000, 'a flood');
     const answers = await flood();
     expect(commands.count).toBe(0);
     // For 10 s, 500 parallel requests every 100 ms: one call per second (the others wait for its answer).

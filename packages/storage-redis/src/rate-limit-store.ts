@@ -1,5 +1,4 @@
 import {
-  isPetstoreError,
   peekState,
   windowStartMs,
   type BanPolicy,
@@ -11,8 +10,9 @@ import {
   type RateLimitWindow,
   type WindowUsage,
 } from '@petstore/core';
+import { assertWhole, cachePerPolicy, storedKeyText } from '@petstore/internal';
 import type { Cluster, Redis } from 'ioredis';
-import { LRUCache } from 'lru-cache';
+import { createBlockCache } from './block-cache.js';
 import { createConsumeBatches, type ConsumeDecision, type PolicyArguments } from './consume-batches.js';
 import { decodeRateLimitRecord } from './rate-limit-record.js';
 import { PEEK_LUA } from './rate-limit-script.js';
@@ -26,16 +26,11 @@ import {
   storeFailure,
 } from './redis-call.js';
 
+export { DEFAULT_BLOCK_CACHE_MAX_AGE_MS, DEFAULT_BLOCK_CACHE_MAX_KEYS } from './block-cache.js';
 export { CONSUME_COMMAND } from './consume-batches.js';
 
 /** Name under which the peek script (`'server'` mode) is defined on the client (`client.defineCommand`). */
 export const PEEK_COMMAND = 'petstoreRateLimitPeek';
-
-/** Default `blockCache.maxKeys`: records whose blocked callers one process remembers. */
-export const DEFAULT_BLOCK_CACHE_MAX_KEYS = 10_000;
-
-/** Default `blockCache.maxAgeMs`: how long one process answers a blocked caller from memory before asking Redis again. */
-export const DEFAULT_BLOCK_CACHE_MAX_AGE_MS = 1000;
 
 /** Options of {@link redisRateLimitStore}. */
 export interface RedisRateLimitStoreOptions {
@@ -120,9 +115,9 @@ export interface RedisRateLimitStore extends RateLimitStore {
 
 /**
  * The Redis key that holds the rate-limit record of store key `key` (`account:<accountId>` or
- * `anon:<address>`): `${keyPrefix}rl:${key}` (a key with NUL, U+FFFD or a lone surrogate escaped, see
- * {@link storedKeyText}), one string value, packed (all integers little-endian; the numbers
- * are doubles, exact below 2^53, times in Unix epoch ms):
+ * `anon:<address>`): `${keyPrefix}rl:${key}` (NUL, U+FFFD or a lone surrogate in a key written as U+FFFD and its
+ * four hex digits, so distinct keys never share a record), one string value, packed (all integers little-endian;
+ * the numbers are doubles, exact below 2^53, times in Unix epoch ms):
  *
  * 1. one byte n, the number of windows; a 4-byte unsigned length L;
  * 2. the n window starts, then the n window counts (units), 8 bytes each;
@@ -132,27 +127,12 @@ export interface RedisRateLimitStore extends RateLimitStore {
  *    the start of its rejection interval and its rejection count (0 and 0: none), the end of its ban (0: none),
  *    8 bytes each; a 4-byte length; the subject's UTF-8 bytes.
  *
- * Packed, because the script then reads and writes it with one GET and one SET per call (see
- * rate-limit-script.ts for the measurements). The key always carries a TTL (to the latest window reset, ban end
+ * Packed, so the script reads and writes it with one GET and one SET per call. The key always carries a TTL (to the latest window reset, ban end
  * or rejection-interval end in it).
  */
 export function rateLimitRedisKey(key: string, keyPrefix: string = DEFAULT_KEY_PREFIX): string {
   return `${keyPrefix}rl:${storedKeyText(key)}`;
 }
-
-/**
- * The text a store key is kept under: the key itself, unless it holds a code unit that UTF-8 text cannot carry
- * faithfully — NUL (PostgreSQL's text refuses it) or a lone surrogate (UTF-8 writes U+FFFD for it, so distinct keys
- * would share a record) — or U+FFFD itself, the escape: each such unit is written as U+FFFD and its four hex digits
- * (`anon:a\0b` → `anon:a\uFFFD0000b`). Distinct keys stay distinct, and every key of well-formed text without NUL
- * (the engine's `account:<accountId>`, `anon:<address>`) is kept as it is, readable by operators.
- */
-function storedKeyText(key: string): string {
-  return key.replace(UNSAFE_KEY_UNITS, (unit) => `\uFFFD${unit.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`);
-}
-
-/** NUL, U+FFFD, and a high surrogate not followed by a low one or a low one not preceded by a high one. */
-const UNSAFE_KEY_UNITS = /[\0\uFFFD]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /**
  * A rate-limit store in Redis. A consume runs in one Lua script call (`EVALSHA`, with ioredis's automatic
@@ -166,9 +146,7 @@ const UNSAFE_KEY_UNITS = /[\0\uFFFD]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD
  * to Redis as ONE call, which decides them in the order they were started, each exactly as if it had come
  * alone; a consume made alone is one call at the end of its turn (`setImmediate`, as ioredis's
  * `enableAutoPipelining` waits). A call holds at most 64 consumes. On a `Cluster` client the consumes are
- * grouped per hash slot. This costs Redis and the app far less per request than one call per consume (measured:
- * BENCHMARKS.md, section "Scale-out: K app processes on one Redis"); under fake timers that fake `setImmediate`,
- * advance them for a consume to be sent.
+ * grouped per hash slot. Under fake timers that fake `setImmediate`, advance them for a consume to be sent.
  *
  * Why ioredis: `defineCommand` gives EVALSHA with EVAL fallback, it reconnects with backoff, it has
  * `commandTimeout` and offline-queue control, and it is the client `@fastify/rate-limit` and
@@ -217,7 +195,7 @@ export function redisRateLimitStore(options: RedisRateLimitStoreOptions): RedisR
     peekScript = (redisKey) => defined.call(client, redisKey);
   }
 
-  /** One consume decided by Redis (in a batch), remembered by the block cache. */
+  /** One consume decided by Redis (in a batch). */
   async function decideInRedis(key: string, policy: PolicyArguments, request: ConsumeRequest): Promise<ConsumeResult> {
     let decision: ConsumeDecision;
     try {
@@ -232,9 +210,7 @@ export function redisRateLimitStore(options: RedisRateLimitStoreOptions): RedisR
     } catch (error) {
       throw storeFailure(error, 'consume', 'rate-limit store');
     }
-    const result = resultOf(decision, request);
-    blocked?.remember(key, policy, request, result);
-    return result;
+    return resultOf(decision, request);
   }
 
   return {
@@ -247,19 +223,8 @@ export function redisRateLimitStore(options: RedisRateLimitStoreOptions): RedisR
       assertWhole(request.cost, 'cost', 1);
       if (typeof request.banSubject !== 'string') throw new TypeError(`banSubject must be a string, got ${typeof request.banSubject}`);
       const policy = policyArguments(request.windows, request.ban);
-      if (blocked !== undefined) {
-        for (;;) {
-          const known = blocked.lookup(key, policy, request);
-          if (known === undefined) break;
-          if ('result' in known) return known.result;
-          if ('wait' in known) {
-            await known.wait;
-            continue;
-          }
-          return blocked.refresh(key, known.refresh, policy, request, () => decideInRedis(key, policy, request));
-        }
-      }
-      return decideInRedis(key, policy, request);
+      const ask = () => decideInRedis(key, policy, request);
+      return blocked === undefined ? ask() : blocked.consume(key, policy, request, ask);
     },
     async peek(key, nowMs) {
       const redisKey = rateLimitRedisKey(key, keyPrefix);
@@ -299,159 +264,6 @@ export function redisRateLimitStore(options: RedisRateLimitStoreOptions): RedisR
   };
 }
 
-/** What one process knows of one blocked ban subject of a record. */
-interface BlockedSubject {
-  /** End of the subject's ban (the decision clock, Unix epoch ms); 0: refused for lack of room, without a ban policy. */
-  bannedUntilMs: number;
-  /** When Redis last answered for this subject (the decision clock, Unix epoch ms). */
-  checkedAtMs: number;
-  /** Settles when the consume that asks Redis again for this subject has its answer; undefined when none is out. */
-  refreshing: Promise<void> | undefined;
-}
-
-/** What one process knows of one record with blocked subjects. */
-interface BlockedRecord {
-  /** The policy of the answers below: a request under another policy goes to Redis. */
-  policy: PolicyArguments;
-  /** The record's windows as Redis last answered them, for any of its subjects. */
-  windows: WindowUsage[];
-  /** Redis's clock minus this process's clock at that answer (`'server'` mode). */
-  offsetMs: number;
-  subjects: Map<string, BlockedSubject>;
-}
-
-/** What {@link BlockCache.lookup} tells `consume` to do; `undefined`: ask Redis. */
-type Known = { result: ConsumeResult } | { wait: Promise<void> } | { refresh: BlockedSubject };
-
-function samePolicy(a: PolicyArguments, b: PolicyArguments): boolean {
-  return a === b || (a[0] === b[0] && a[2] === b[2]);
-}
-
-/** `windows` as they stand at `nowMs`: a window that reset since reads as empty, with its new reset. */
-function windowsAt(windows: WindowUsage[], nowMs: number): WindowUsage[] {
-  return windows.map((window) =>
-    nowMs < window.resetAtMs ? window : { ...window, used: 0, remaining: window.limit, resetAtMs: windowStartMs(nowMs, window.windowMs) + window.windowMs },
-  );
-}
-
-/** The blocked callers of one store (see `blockCache`), or `undefined` when turned off. */
-function createBlockCache(option: { maxKeys?: number; maxAgeMs?: number } | false, time: 'server' | 'request') {
-  if (option === false) return undefined;
-  if (typeof option !== 'object' || option === null) {
-    throw new TypeError(`blockCache must be { maxKeys?, maxAgeMs? } or false, got ${String(option)}`);
-  }
-  const { maxKeys = DEFAULT_BLOCK_CACHE_MAX_KEYS, maxAgeMs = DEFAULT_BLOCK_CACHE_MAX_AGE_MS } = option;
-  if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) throw new TypeError(`blockCache.maxKeys must be a whole number >= 1, got ${String(maxKeys)}`);
-  if (!Number.isSafeInteger(maxAgeMs) || maxAgeMs < 1) throw new TypeError(`blockCache.maxAgeMs must be a whole number of ms >= 1, got ${String(maxAgeMs)}`);
-  // maxSize, with a size of 1 per entry, bounds the entry count as `max` would, but allocates as entries come:
-  // `max` makes lru-cache allocate its arrays for every entry when the cache is created (BENCHMARKS.md,
-  // "Memory store").
-  const records = new LRUCache<string, BlockedRecord>({ maxSize: maxKeys, sizeCalculation: () => 1 });
-  const clock = (record: BlockedRecord, request: ConsumeRequest) => (time === 'server' ? Date.now() + record.offsetMs : request.nowMs);
-
-  /** The answer from memory while `subject` is known to be blocked for `request` at `nowMs`, else undefined. */
-  const answerAt = (record: BlockedRecord, subject: BlockedSubject, request: ConsumeRequest, nowMs: number): ConsumeResult | undefined => {
-    const windows = windowsAt(record.windows, nowMs);
-    if (subject.bannedUntilMs > 0) {
-      return nowMs < subject.bannedUntilMs ? { allowed: false, reason: 'banned', nowMs, windows, bannedUntilMs: subject.bannedUntilMs } : undefined;
-    }
-    return windows.some((window) => window.remaining < request.cost) ? { allowed: false, reason: 'rate_limited', nowMs, windows } : undefined;
-  };
-
-  const forgetSubject = (key: string, record: BlockedRecord, banSubject: string) => {
-    record.subjects.delete(banSubject);
-    if (record.subjects.size === 0 && records.peek(key) === record) records.delete(key);
-  };
-
-  return {
-    /** What `consume` does for `request`: answer from memory, wait for a refresh, refresh, or (undefined) ask Redis. */
-    lookup(key: string, policy: PolicyArguments, request: ConsumeRequest): Known | undefined {
-      const record = records.get(key);
-      if (record === undefined || !samePolicy(record.policy, policy)) return undefined;
-      const subject = record.subjects.get(request.banSubject);
-      if (subject === undefined) return undefined;
-      if (subject.refreshing !== undefined) return { wait: subject.refreshing };
-      const nowMs = clock(record, request);
-      if (nowMs < subject.checkedAtMs) {
-        forgetSubject(key, record, request.banSubject); // a clock that went back: ask Redis
-        return undefined;
-      }
-      const result = answerAt(record, subject, request, nowMs);
-      if (result === undefined) {
-        if (subject.bannedUntilMs > 0) forgetSubject(key, record, request.banSubject); // the ban ended
-        return undefined;
-      }
-      return nowMs - subject.checkedAtMs < maxAgeMs ? { result } : { refresh: subject };
-    },
-
-    /**
-     * Asks Redis again for a blocked subject (`ask`); the subject's other consumes wait for the answer. When Redis
-     * cannot be reached, the block this process knows is answered instead while it lasts, and asked again
-     * `maxAgeMs` later.
-     */
-    async refresh(key: string, subject: BlockedSubject, policy: PolicyArguments, request: ConsumeRequest, ask: () => Promise<ConsumeResult>) {
-      let settle = () => {};
-      subject.refreshing = new Promise<void>((resolve) => (settle = resolve));
-      try {
-        return await ask();
-      } catch (error) {
-        const record = records.peek(key);
-        if (!isPetstoreError(error) || error.code !== 'service_unavailable' || record === undefined) throw error;
-        if (!samePolicy(record.policy, policy) || record.subjects.get(request.banSubject) !== subject) throw error;
-        const nowMs = clock(record, request);
-        const result = answerAt(record, subject, request, nowMs);
-        if (result === undefined) throw error;
-        subject.checkedAtMs = nowMs;
-        return result;
-      } finally {
-        subject.refreshing = undefined;
-        settle();
-      }
-    },
-
-    /** Learns from Redis's answer for `request`: a blocked subject is remembered, an admitted one forgotten. */
-    remember(key: string, policy: PolicyArguments, request: ConsumeRequest, result: ConsumeResult): void {
-      const blockedNow = !result.allowed && (result.reason === 'banned' || request.ban === undefined);
-      let record = records.peek(key);
-      if (record !== undefined && !samePolicy(record.policy, policy)) {
-        records.delete(key); // what was known under another policy
-        record = undefined;
-      }
-      if (record === undefined) {
-        if (!blockedNow) return;
-        record = { policy, windows: result.windows, offsetMs: 0, subjects: new Map() };
-        records.set(key, record);
-      }
-      record.windows = result.windows;
-      if (time === 'server') record.offsetMs = result.nowMs - Date.now();
-      if (!blockedNow) {
-        forgetSubject(key, record, request.banSubject);
-        return;
-      }
-      const bannedUntilMs = result.allowed || result.reason !== 'banned' ? 0 : result.bannedUntilMs;
-      const subject = record.subjects.get(request.banSubject);
-      if (subject === undefined) record.subjects.set(request.banSubject, { bannedUntilMs, checkedAtMs: result.nowMs, refreshing: undefined });
-      else {
-        subject.bannedUntilMs = bannedUntilMs;
-        subject.checkedAtMs = result.nowMs;
-      }
-    },
-
-    /** Forgets everything known of `key` (after a reset). */
-    forget(key: string): void {
-      records.delete(key);
-    },
-  };
-}
-
-function assertWhole(value: number, what: string, min: number): void {
-  if (!Number.isSafeInteger(value) || value < min) throw new TypeError(`${what} must be a whole number >= ${min}, got ${String(value)}`);
-}
-
-/** Policies built so far, per windows array and ban policy (`NO_BAN` for none). */
-const policyCache = new WeakMap<readonly RateLimitWindow[], WeakMap<object, PolicyArguments>>();
-const NO_BAN = Object.freeze({});
-
 /** The most windows one request may carry: the record counts them in one byte. */
 const MAX_WINDOWS = 255;
 
@@ -459,15 +271,10 @@ const MAX_WINDOWS = 255;
  * The policy arguments: the windows' signature (`[[name, limit, windowMs], …]` as JSON, stored in the record),
  * the `struct` format of the record's numbers, and the policy's numbers as a JSON array (n, ban threshold (0 for
  * no ban), interval and duration, the limits, the windowMs). Plain text: a binary argument puts ioredis in its
- * buffer mode, which cost the app and Redis more per call than the `cjson.decode` of text saves (measured when
- * the layout was chosen; the script's pieces as they are: BENCHMARKS.md, section "Redis CPU per decision").
- * Built once per frozen windows array and frozen ban policy (the engine hands out one per plan), so a
- * request builds no strings for it.
+ * buffer mode, dearer per call than the script's `cjson.decode`. Built once per frozen windows array and ban
+ * policy (the engine hands out one per plan), so a request builds no strings for it.
  */
-function policyArguments(windows: readonly RateLimitWindow[], ban: BanPolicy | undefined): PolicyArguments {
-  const banKey = ban ?? NO_BAN;
-  const cached = policyCache.get(windows)?.get(banKey);
-  if (cached !== undefined) return cached;
+const policyArguments = cachePerPolicy((windows: readonly RateLimitWindow[], ban: BanPolicy | undefined): PolicyArguments => {
   if (ban !== undefined) {
     assertWhole(ban.rejectedThreshold, 'ban.rejectedThreshold', 1);
     assertWhole(ban.intervalMs, 'ban.intervalMs', 1);
@@ -483,16 +290,8 @@ function policyArguments(windows: readonly RateLimitWindow[], ban: BanPolicy | u
   const format = `<BI4${'d'.repeat(2 * windows.length)}`;
   const numbers = [windows.length, ban?.rejectedThreshold ?? 0, ban?.intervalMs ?? 0, ban?.durationMs ?? 0];
   numbers.push(...windows.map((window) => window.limit), ...windows.map((window) => window.windowMs));
-  const policy: PolicyArguments = [signature, format, JSON.stringify(numbers)];
-  const cacheable =
-    Object.isFrozen(windows) && windows.every((window) => Object.isFrozen(window)) && Object.isFrozen(banKey);
-  if (cacheable) {
-    let byBan = policyCache.get(windows);
-    if (byBan === undefined) policyCache.set(windows, (byBan = new WeakMap()));
-    byBan.set(banKey, policy);
-  }
-  return policy;
-}
+  return [signature, format, JSON.stringify(numbers)];
+});
 
 function resultOf({ nowMs, outcome, bannedUntilMs, used }: ConsumeDecision, request: ConsumeRequest): ConsumeResult {
   const windows: WindowUsage[] = request.windows.map((window, index) => {
