@@ -67,11 +67,7 @@ export function nodePetstoreRequest(request: IncomingMessage, options: NodeReque
 
 /**
  * A {@link PetstoreRequest} whose `signal` is made on first read. A class, so the getter lives once on the
- * prototype: an object literal with a `get signal()` closure per request gave every request its own hidden
- * class in V8's old space, which kept each request and response alive through young-generation collections:
- * longer scavenges and a larger share of the server's CPU in garbage collection (measured on the Fastify
- * benchmark: BENCHMARKS.md, section "HTTP: GET /v1/categories, authenticated, three categories", server CPU
- * per request of fastify-petstore).
+ * prototype: a `get signal()` closure per request kept requests alive through young-generation collections.
  */
 class NodePetstoreRequest implements PetstoreRequest {
   #controller: AbortController | undefined;

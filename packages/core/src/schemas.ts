@@ -54,10 +54,9 @@ function hasMoreGraphemesThan(value: string, max: number): boolean {
 
 /**
  * A bound on grapheme clusters, as valibot's `maxGraphemes` but counting no further than the bound: valibot
- * segments the whole value, and V8's segmenter costs more per cluster the longer the string, so refusing a
- * long description cost many times what it costs with the early stop (measured with `parseNewCategory`; the
- * cost of the largest bodies now: BENCHMARKS.md, section "Hostile bodies: POST /v1/categories, up to 1 MiB"). The bound is carried into the OpenAPI
- * description as `x-max-graphemes`.
+ * segments the whole value, and V8's segmenter costs more per cluster the longer the string (BENCHMARKS.md,
+ * section "Hostile bodies: POST /v1/categories, up to 1 MiB"). The bound is carried into the OpenAPI description
+ * as `x-max-graphemes`.
  */
 function maxGraphemes(requirement: number, message: string) {
   const action = v.rawCheck<string>(({ dataset, addIssue }) => {

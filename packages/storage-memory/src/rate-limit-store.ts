@@ -103,9 +103,8 @@ export function memoryRateLimitStore(options: MemoryRateLimitStoreOptions = {}):
       return expired.length;
     },
     async consume(key, request) {
-      // A new state per decision, from the core's one decision function. Charging the held counters in place
-      // instead was measured and left out: it saved a small share of the server's CPU per request (BENCHMARKS.md,
-      // sections "Core" and "HTTP"), not worth a second copy of the decision.
+      // A new state per decision, from the core's one decision function: charging the held counters in place
+      // would need a second copy of the decision, for little.
       const nowMs = request.nowMs;
       const held = cache.get(key);
       const entry = held !== undefined && isLive(held, nowMs) ? held : undefined;

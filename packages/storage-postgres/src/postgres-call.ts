@@ -240,8 +240,7 @@ async function release(client: PoolClient, onError: (error: Error) => void, canc
 const statementNames = new Map<string, string>();
 /**
  * A prepared statement's name for `text`: the same on every connection, distinct for distinct texts. Named, the
- * statement is parsed and planned once per connection instead of per call, which lowers PostgreSQL's CPU per
- * request (measured: BENCHMARKS.md, section "Backends: memory, Redis, PostgreSQL", `npm run bench -- --only=backends`).
+ * statement is parsed and planned once per connection instead of per call.
  */
 function statementName(text: string): string {
   let name = statementNames.get(text);

@@ -75,11 +75,7 @@ interface Pending {
   reject(error: unknown): void;
 }
 
-/**
- * A row of `<rateLimitsTable>_consume_many`: one consume's decision, or its failure (see migrations.ts). Rows as
- * objects: node-postgres's `rowMode: 'array'` was measured and brought nothing here (BENCHMARKS.md, section
- * "Backends: memory, Redis, PostgreSQL").
- */
+/** A row of `<rateLimitsTable>_consume_many`: one consume's decision, or its failure (see migrations.ts). */
 interface ConsumeManyRow {
   ordinal: number;
   now_ms: string | null;
@@ -131,8 +127,7 @@ interface RecordJson {
  *   in the order they were made, each on the record the ones before left. A banned subject's requests write
  *   nothing. A consume that fails inside the function (a trigger or constraint of the host's refusing its row,
  *   say) fails alone, the others of the statement are answered. Under fake timers that fake `setImmediate`,
- *   advance them for a consume to be sent. Costs against one statement per consume measured: BENCHMARKS.md,
- *   section "Backends: memory, Redis, PostgreSQL".
+ *   advance them for a consume to be sent. Costs: BENCHMARKS.md, section "Backends: memory, Redis, PostgreSQL".
  * - `peek` is one statement that reads the row and the clock (no lock, nothing written) and answers `peekState`
  *   of the record at that clock: the windows as of now with the limit each was last charged with, and the live
  *   bans.

@@ -44,16 +44,10 @@
  * carry over by window name where the window's length is the same, and windows the request no longer names are
  * dropped.
  *
- * What it costs Redis: every call pays a fixed cost for reading, parsing and answering the command, then each
- * piece of the script adds its own (TIME, GET, SET … PX, the policy's `cjson.decode`, the reply, the Lua that
- * reads and decides); measured against @fastify/rate-limit's INCR + PTTL script in BENCHMARKS.md, section
- * "Redis CPU per decision" (`npm run bench -- --only=script`). A batch pays the fixed cost, TIME and the policies
- * once, and each key's GET and SET once however often the key appears. Measured and left out when the layout
- * was chosen: a hash per key (HMGET, HSET, PEXPIRE), which cost more per decision than one packed value; the
- * policy packed as binary (cheaper for Redis, but ioredis then builds the whole command as a buffer, dearer for
- * the app); SET … KEEPTTL instead of PX (a little cheaper, but a key that lost its TTL would keep none until its
- * window rolls over). The record is decoded by one `struct.unpack` of its numbers; the bans part is read only
- * when the record has one, which an account that is not being refused does not.
+ * A batch pays a call's fixed cost, TIME and the policies once, and each key's GET and SET once however often the
+ * key appears (costs: BENCHMARKS.md, section "Redis CPU per decision: the consume script and its pieces"). One
+ * packed value rather than a hash per key, and SET … PX rather than KEEPTTL, so a key that lost its TTL gets one
+ * back. The bans part of a record is read only when the record has one.
  */
 export const CONSUME_LUA = `
 local call, tonumber, sub, byte, max = redis.call, tonumber, string.sub, string.byte, math.max

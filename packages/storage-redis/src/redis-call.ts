@@ -75,9 +75,8 @@ export type WithDeadline = <T>(call: Promise<T>, timeoutMs?: number) => Promise<
 /**
  * Deadlines of `callTimeoutMs` for a store's calls: each call rejects with {@link RedisTimeoutError} when the
  * deadline passes first, and the call's own late outcome is then ignored (never an unhandled rejection). One
- * unref'd timer per call, cleared when the call settles. (A shared timer queue was measured and left out: it
- * saved a negligible share of a request's CPU. ioredis's own `commandTimeout` is a client-wide option of the
- * host's client, which the store does not change; set it too if every command should have one.)
+ * unref'd timer per call, cleared when the call settles. (ioredis's own `commandTimeout` is a client-wide option of
+ * the host's client, which the store does not change; set it too if every command should have one.)
  */
 export function createDeadline(callTimeoutMs: number): WithDeadline {
   return <T>(call: Promise<T>, timeoutMs = callTimeoutMs) =>

@@ -309,9 +309,8 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
     return { principal, headers };
   }
 
-  // Every store call is simply awaited: a synchronous path for stores that answer without a promise was
-  // measured to save too little to keep (BENCHMARKS.md, section "HTTP: GET /v1/categories, authenticated,
-  // three categories", holds the server CPU per request it was weighed against).
+  // Every store call is simply awaited: a synchronous path for stores that answer without a promise saves too
+  // little to keep.
   async function admit(request: GuardRequest, publicOperation: boolean, cost: number, trace?: PetstoreRequestContext): Promise<Admission> {
     const turn: LookupTurn = {};
     try {

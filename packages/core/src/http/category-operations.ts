@@ -37,8 +37,7 @@ export function createCategoryOperations({ categories, bodyLimitBytes, retention
   // The JSON of the last frozen list, and its body tag once asked for: a store that answers the same frozen array
   // between writes (the memory store does) has it serialised once, not per request (see CategoryStore.list), and
   // hashed once when it has no list version. A frozen array stays frozen, so the same array object needs no other
-  // check. Measured: BENCHMARKS.md, sections "HTTP: GET /v1/categories, authenticated, three categories" (with
-  // benchmarks/src/pipeline-bench.ts) and "List: 100,000 categories" (the memory row "full list, no listVersion").
+  // check.
   let lastFrozen: { list: readonly Category[]; json: string; etag?: string } | undefined;
   const listJson = (list: readonly Category[]): string => {
     if (list === lastFrozen?.list) return lastFrozen.json;
@@ -54,7 +53,7 @@ export function createCategoryOperations({ categories, bodyLimitBytes, retention
   };
 
   // The JSON and tag of the full list at one list version: while the store answers that version, the full list is
-  // neither read nor serialised again (measured: BENCHMARKS.md, section "List: 100,000 categories"). One entry, the
+  // neither read nor serialised again (BENCHMARKS.md, section "List: 100,000 categories"). One entry, the
   // latest version read; a read that started before a newer one was cached does not replace it.
   let fullList: { version: string; json: string; etag: string; readNumber: number } | undefined;
   // Numbers the version reads, in the order they started.

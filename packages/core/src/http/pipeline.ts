@@ -143,8 +143,8 @@ export function createPetstore(options: PetstoreOptions): Petstore {
     return { method: request.method, operationId, route: operation === undefined ? undefined : routeOf(request.mountPath, operation.path, operationId) };
   }
 
-  // Traced on the request channel only while it has subscribers: otherwise nothing is built (measured:
-  // BENCHMARKS.md, section "Observability").
+  // Traced on the request channel only while it has subscribers: otherwise nothing is built (BENCHMARKS.md,
+  // section "Observability").
   function handle(request: PetstoreRequest): Promise<PetstoreResponse> {
     if (!requestChannel.hasSubscribers) return answer(request, undefined);
     const trace = traceContext(request);
