@@ -1,0 +1,147 @@
+/**
+ * `npm run bench:compare -- <base commit> [servers] [--rounds=7] [--seconds=5] [--connections=50]`: the HTTP
+ * benchmark of two commits in one interleaved run, for a before/after figure.
+ *
+ * Both commits' benchmark servers (benchmarks/src/server-entry.ts) are bundled from their sources with esbuild, the
+ * base one from `git archive <base commit>` in a temporary directory (its `@petstore/*` imports resolved to its own
+ * packages' sources; third-party packages from this checkout's node_modules). Each server runs alone in its own
+ * process pinned to core 0, autocannon in this process pinned to core 1; every round visits every server in turn
+ * (so the drift of a noisy machine spreads over all of them), and the table shows medians of the rounds. The
+ * petstore servers run in both versions (`base:<name>`), the peer and bare servers once.
+ *
+ * Default servers: fastify-petstore, fastify-peer, fastify-bare, express-petstore, express-peer, express-bare.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build, type Plugin } from 'esbuild';
+import { load, median, pinSelf, serverStats, unpinSelf } from './http-bench.js';
+import { SERVER_NAMES, type ServerName } from './servers.js';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const args = process.argv.slice(2);
+const option = (name: string, fallback: number) => Number(args.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback);
+const [base, list] = args.filter((arg) => !arg.startsWith('--'));
+if (base === undefined) {
+  console.error('usage: npm run bench:compare -- <base commit> [server,server,…] [--rounds=7] [--seconds=5] [--connections=50]');
+  process.exit(2);
+}
+const rounds = option('rounds', 7);
+const seconds = option('seconds', 5);
+const connections = option('connections', 50);
+const names = (list ?? 'fastify-petstore,fastify-peer,fastify-bare,express-petstore,express-peer,express-bare').split(',') as ServerName[];
+const unknown = names.filter((name) => !SERVER_NAMES.includes(name));
+if (unknown.length > 0) throw new Error(`unknown server(s) ${unknown.join(', ')}; known: ${SERVER_NAMES.join(', ')}`);
+const log = (line: string) => console.error(`[compare] ${line}`);
+
+/** Resolves `@petstore/<package>[/<entry>]` to that package's source in `tree` (src/index.ts, src/<entry>.ts or src/<entry>/index.ts). */
+function sourcesOf(tree: string): Plugin {
+  return {
+    name: 'petstore-sources',
+    setup(builder) {
+      builder.onResolve({ filter: /^@petstore\/[^/]+(?:\/.+)?$/ }, (resolve) => {
+        const [, name, entry] = /^@petstore\/([^/]+)(?:\/(.+))?$/.exec(resolve.path) as RegExpExecArray;
+        const directory = join(tree, 'packages', name as string);
+        const candidates = entry === undefined ? ['src/index.ts'] : [`src/${entry}.ts`, `src/${entry}/index.ts`];
+        const found = candidates.map((candidate) => join(directory, candidate)).find((path) => existsSync(path));
+        return found === undefined ? undefined : { path: found };
+      });
+    },
+  };
+}
+
+async function bundle(tree: string, outfile: string): Promise<void> {
+  await build({
+    entryPoints: [join(tree, 'benchmarks/src/server-entry.ts')],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    outfile,
+    plugins: [sourcesOf(tree)],
+    nodePaths: [join(root, 'node_modules')],
+    // Bundled CommonJS dependencies call require().
+    banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+    logLevel: 'error',
+  });
+}
+
+function startBundled(bundlePath: string, name: ServerName): Promise<{ port: number; child: ChildProcess }> {
+  const child = spawn('taskset', ['-c', '0', process.execPath, bundlePath], {
+    env: { ...process.env, BENCH_SERVER: name, NODE_ENV: 'production' },
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+  });
+  return new Promise((resolve, reject) => {
+    let output = '';
+    child.stdout?.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const port = /READY (\d+)/.exec(output)?.[1];
+      if (port !== undefined) resolve({ port: Number(port), child });
+    });
+    child.once('exit', (code) => reject(new Error(`${name} exited with ${code}: ${output}`)));
+  });
+}
+
+const work = mkdtempSync(join(tmpdir(), 'petstore-compare-'));
+const servers = new Map<string, { port: number; child: ChildProcess }>();
+try {
+  const baseTree = join(work, 'base');
+  execFileSync('mkdir', ['-p', baseTree]);
+  execFileSync('sh', ['-c', `git -C "${root}" archive "$1" | tar -x -C "${baseTree}"`, 'archive', base]);
+  const baseCommit = execFileSync('git', ['-C', root, 'rev-parse', '--short', base], { encoding: 'utf8' }).trim();
+  const headCommit = execFileSync('git', ['-C', root, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  const dirty = execFileSync('git', ['-C', root, 'status', '--porcelain', '--', 'packages', 'benchmarks'], { encoding: 'utf8' }).trim() !== '';
+  log(`bundling ${baseCommit} and the working tree (${headCommit}${dirty ? ' with uncommitted changes' : ''})`);
+  await bundle(baseTree, join(work, 'base.bundle.mjs'));
+  await bundle(root, join(work, 'head.bundle.mjs'));
+
+  const runs: Array<{ label: string; name: ServerName; bundlePath: string }> = [];
+  for (const name of names) {
+    if (name.includes('petstore')) runs.push({ label: `base:${name}`, name, bundlePath: join(work, 'base.bundle.mjs') });
+    runs.push({ label: name, name, bundlePath: join(work, 'head.bundle.mjs') });
+  }
+  const [load1] = loadavg();
+  const pinned = pinSelf(1);
+  if (!pinned) log('taskset is missing: the servers and the load generator are not pinned');
+  for (const run of runs) servers.set(run.label, await startBundled(run.bundlePath, run.name));
+  for (const run of runs) {
+    log(`warm-up ${run.label}`);
+    await load((servers.get(run.label) as { port: number }).port, 3, connections);
+  }
+  const samples = new Map(runs.map((run) => [run.label, { rps: [] as number[], cpu: [] as number[], non2xx: 0 }]));
+  for (let round = 1; round <= rounds; round++) {
+    for (const run of runs) {
+      const { port, child } = servers.get(run.label) as { port: number; child: ChildProcess };
+      const sample = samples.get(run.label) as { rps: number[]; cpu: number[]; non2xx: number };
+      const before = await serverStats(child);
+      const result = await load(port, seconds, connections);
+      const after = await serverStats(child);
+      sample.rps.push(result.requests.average);
+      sample.cpu.push((after.cpuMicros - before.cpuMicros) / result['2xx']);
+      sample.non2xx += result.non2xx + result.errors;
+      log(`round ${round} ${run.label}: ${Math.round(result.requests.average)} req/s, ${sample.cpu.at(-1)?.toFixed(2)} µs CPU per request`);
+    }
+  }
+  unpinSelf();
+
+  const cpuOf = (label: string) => median((samples.get(label) as { cpu: number[] }).cpu);
+  console.log(`\nBase ${baseCommit}, head ${headCommit}${dirty ? ' + working tree' : ''}; ${rounds} interleaved rounds of ${seconds} s, ${connections} connections;`);
+  console.log(
+    pinned
+      ? `each server alone on core 0, autocannon on core 1 (taskset); 1-minute load average at the start ${load1?.toFixed(2)}.\n`
+      : `not pinned (no taskset); 1-minute load average at the start ${load1?.toFixed(2)}.\n`,
+  );
+  console.log('| server | req/s (median) | server CPU µs/request (median) | CPU vs base | non-2xx |');
+  console.log('|---|---:|---:|---:|---:|');
+  for (const run of runs) {
+    const sample = samples.get(run.label) as { rps: number[]; cpu: number[]; non2xx: number };
+    const baseLabel = `base:${run.name}`;
+    const versus = run.label !== baseLabel && samples.has(baseLabel) ? `${(cpuOf(run.label) / cpuOf(baseLabel)).toFixed(3)}×` : '';
+    console.log(`| ${run.label} | ${Math.round(median(sample.rps))} | ${cpuOf(run.label).toFixed(2)} | ${versus} | ${sample.non2xx} |`);
+  }
+} finally {
+  for (const { child } of servers.values()) child.kill('SIGTERM');
+  rmSync(work, { recursive: true, force: true });
+}
