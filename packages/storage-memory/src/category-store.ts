@@ -69,6 +69,9 @@ export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): M
   // Ids start again at 1 in a new store (a restarted process): the epoch keeps its versions apart from the last one's,
   // so a client's ETag of the old list never matches a new one.
   const epoch = randomBytes(12).toString('base64url');
+  // Made once per create, not per read: the core compares it with the version of the list it keeps, and the same
+  // flat string compares at once.
+  let version = '0';
   // The list as of the last create, frozen: reads between writes share one array, and the pipeline then
   // reuses the JSON it wrote for it (see CategoryStore.list) instead of serialising the same list again.
   let snapshot: readonly Category[] | undefined;
@@ -97,7 +100,7 @@ export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): M
       return categories.slice(low, page.limit === undefined ? undefined : low + page.limit);
     },
     async listVersion() {
-      return lastId === 0 ? '0' : `${lastId}@${epoch}`;
+      return version;
     },
     async create(newCategory: NewCategory) {
       return create(newCategory);
@@ -121,6 +124,7 @@ export function memoryCategoryStore(options: MemoryCategoryStoreOptions = {}): M
       );
     }
     lastId += 1;
+    version = `${lastId}@${epoch}`;
     const category: Category = Object.freeze({
       id: lastId,
       name: newCategory.name,
