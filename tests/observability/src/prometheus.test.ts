@@ -86,6 +86,9 @@ describe('the Prometheus endpoint (PETSTORE_METRICS_PORT), scraped by a real Pro
     example = await startExample('fastify-server.ts', {
       PETSTORE_API_KEYS: 'prom-free-key-3c9a:free,prom-tight-key-71d0:enterprise:2:100',
       PETSTORE_METRICS_PORT: '0',
+      // Empty is unset to the SDK: the default service name, whatever the environment running the test says.
+      OTEL_SERVICE_NAME: '',
+      OTEL_RESOURCE_ATTRIBUTES: '',
     });
     metricsUrl = /^Prometheus metrics \(PETSTORE_METRICS_PORT, PETSTORE_METRICS_HOST\) at (http:\/\/\S+\/metrics)$/m.exec(example.output)![1]!;
     prometheus = await startPrometheus(new URL(metricsUrl).host);
@@ -113,15 +116,25 @@ describe('the Prometheus endpoint (PETSTORE_METRICS_PORT), scraped by a real Pro
     // The endpoint itself, as Prometheus reads it.
     const exposition = await (await fetch(metricsUrl)).text();
     expect(exposition).toContain('# TYPE petstore_rate_limit_decisions_total counter');
-    expect(exposition).toContain('# TYPE http_server_request_duration histogram');
+    // Named with the unit, as OpenTelemetry's Prometheus rules (and the Collector, Go and .NET exporters) name it.
+    expect(exposition).toContain('# TYPE http_server_request_duration_seconds histogram');
+    expect(exposition).not.toContain('# TYPE http_server_request_duration histogram');
 
     const queries = {
       admitted: 'sum(petstore_rate_limit_decisions_total{outcome="admitted",plan!="anonymous"})',
       limited: 'sum(petstore_rate_limit_decisions_total{outcome="limited"})',
       unauthorized: 'sum(petstore_auth_failures_total)',
-      answered429: 'sum(http_server_request_duration_count{http_route="/v1/categories",http_response_status_code="429"})',
+      answered429: 'sum(http_server_request_duration_seconds_count{http_route="/v1/categories",http_response_status_code="429"})',
+      answered: 'sum(http_server_request_duration_seconds_bucket{http_route="/v1/categories",le="+Inf"})',
+      durationsSummed: 'count(http_server_request_duration_seconds_sum{http_route="/v1/categories"} > 0)',
+      // The resource, as target_info: the examples' default service name (OTEL_SERVICE_NAME unset).
+      service: 'count(target_info{job="petstore",service_name="petstore-example"})',
+      // The join docs/observability.md shows, putting the service on each series: one per status code.
+      serviceJoined:
+        'count(http_server_request_duration_seconds_count{http_route="/v1/categories"} * on (job, instance) group_left (service_name) target_info{service_name="petstore-example"})',
     };
-    const expected = { admitted, limited, unauthorized, answered429: limited };
+    // One series with a positive sum per status code answered: 200, 429 and 401.
+    const expected = { admitted, limited, unauthorized, answered429: limited, answered: statuses.length, durationsSummed: 3, service: 1, serviceJoined: 3 };
     // Until a scrape after the traffic has been stored (a few scrapes, one a second), or a generous deadline.
     let answers: Record<string, number | undefined> = {};
     const deadline = Date.now() + 60_000;
