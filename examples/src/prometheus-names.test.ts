@@ -12,7 +12,8 @@ describe('prometheusMetricName', () => {
     ['petstore.store.operation.duration', 's', 'other', 'petstore_store_operation_duration_seconds'],
     ['petstore.rate_limit.decisions', '{decision}', 'counter', 'petstore_rate_limit_decisions_total'],
     ['petstore.auth.failures', '{failure}', 'counter', 'petstore_auth_failures_total'],
-    ['petstore.api_key.watch.connected', '1', 'gauge', 'petstore_api_key_watch_connected_ratio'],
+    ['petstore.api_key.watch.connected', '{connection}', 'gauge', 'petstore_api_key_watch_connected'],
+    ['system.cpu.utilization', '1', 'gauge', 'system_cpu_utilization_ratio'],
     // The specification's and the translator's examples.
     ['foo', 'ms', 'counter', 'foo_milliseconds_total'],
     ['memory.usage', 'By', 'gauge', 'memory_usage_bytes'],

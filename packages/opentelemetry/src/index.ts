@@ -110,7 +110,7 @@ interface Started {
  * - `petstore.store.operation.duration` (histogram, `s`): `backend`, `operation`, `outcome` (`ok`, `error`);
  * - `petstore.auth.failures` (counter, `{failure}`): `reason` (`missing`, `malformed`, `unknown`, `revoked`,
  *   `expired`);
- * - `petstore.api_key.watch.connected` (gauge, `1`): `backend`; 1 while managed API keys hear their store's
+ * - `petstore.api_key.watch.connected` (gauge, `{connection}`): `backend`; 1 while managed API keys hear their store's
  *   changes (`watching`), 0 while the watch is starting or lost (`connecting`, `disconnected`: keys are then
  *   checked at the store). From the changes published on `petstore:api-key-watch` after this call, the last
  *   per backend; a manager that turns `unwatched` (closed) is no longer observed.
@@ -146,7 +146,7 @@ export function instrumentPetstore(options: InstrumentPetstoreOptions = {}): Pet
   const watchStates = new Map<string, ApiKeyWatchState>();
   const watchConnected = meter.createObservableGauge('petstore.api_key.watch.connected', {
     description: "Whether managed API keys hear their store's key changes: 1 while watching, 0 while the watch is starting or lost.",
-    unit: '1',
+    unit: '{connection}',
   });
   const observeWatch = (result: ObservableResult) => {
     for (const [backend, state] of watchStates) result.observe(state === 'watching' ? 1 : 0, { backend });
