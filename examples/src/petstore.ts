@@ -12,6 +12,7 @@ import {
   type RateLimitStore,
   type StoreFailurePolicy,
 } from '@petstore/core';
+import { recordDeployment, type PetstoreDeployment } from '@petstore/cli';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
 import { redactUrl, type ExampleConfig } from './config.js';
 import { exampleHandlers } from './host-operations.js';
@@ -60,6 +61,10 @@ export interface ExamplePetstore {
  *
  * Reset times come from the rate-limit store's clock (Redis's or PostgreSQL's).
  *
+ * Each store configured records at start-up where the server keeps each kind of data (`recordDeployment` of
+ * @petstore/cli: the table `petstore_deployment`, the Redis key `petstore:deployment`), so that the `petstore`
+ * command refuses, naming the missing variable, when it is given only some of the servers' variables.
+ *
  * Managed API keys (PostgreSQL or Redis): the keys an operator issues, rotates and revokes with the `petstore`
  * command (@petstore/cli) live beside the categories — in PostgreSQL when it is configured, else in Redis — and
  * are asked first (`managedApiKeys`, with its cache, told of every change by LISTEN/NOTIFY or pub/sub); the
@@ -99,6 +104,12 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
   let categories: CategoryStore | undefined;
   let store: RateLimitStore | undefined;
   let keyRecords: ApiKeyRecordStore | undefined;
+  // Where each kind of data lives, recorded beside the data for the `petstore` command (see below).
+  const deployment: PetstoreDeployment = {
+    apiKeys: config.databaseUrl !== undefined ? 'postgresql' : 'redis',
+    categories: config.databaseUrl !== undefined ? 'postgresql' : 'redis',
+    rateLimits: config.redisUrl !== undefined ? 'redis' : 'postgresql',
+  };
   try {
     if (config.databaseUrl !== undefined) {
       const url = config.databaseUrl;
@@ -112,6 +123,11 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
       closers.push(() => pool.end());
       await migratePostgres({ pool }).catch((error: unknown) => {
         throw new Error(`PETSTORE_DATABASE_URL: PostgreSQL at ${redactUrl(url)} failed at start-up: ${describeError(error)}`, { cause: error });
+      });
+      // So that `petstore` given only some of these variables refuses, naming the missing one, rather than read an
+      // empty store (e.g. `petstore limits show` with PETSTORE_DATABASE_URL alone while the limits are in Redis).
+      await recordDeployment(deployment, { pool }).catch((error: unknown) => {
+        throw new Error(`PETSTORE_DATABASE_URL: PostgreSQL at ${redactUrl(url)} failed at start-up: cannot record where this server keeps its data: ${describeError(error)}`, { cause: error });
       });
       categories = postgresCategoryStore({ pool, callTimeoutMs: 500 });
       store = postgresRateLimitStore({ pool, callTimeoutMs: 500 });
@@ -139,6 +155,9 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
       // One line on stderr, never a failure: a Redis whose CONFIG is refused says nothing here.
       const warning = await redisPersistenceWarning(client, redactUrl(url));
       if (warning !== undefined) console.warn(warning);
+      await recordDeployment(deployment, { redis: client }).catch((error: unknown) => {
+        throw new Error(`PETSTORE_REDIS_URL: Redis at ${redactUrl(url)} failed at start-up: cannot record where this server keeps its data: ${describeError(error)}`, { cause: error });
+      });
       categories ??= redisCategoryStore({ client, callTimeoutMs: 500 });
       store = redisRateLimitStore({ client, callTimeoutMs: 500 });
       keyRecords ??= redisApiKeyRecordStore({ client, callTimeoutMs: 500 });

@@ -20,6 +20,16 @@ const LIMITED_KEY = `limited-${run}`;
 const READER_KEY = `reader-${run}`;
 const API_KEYS = `${LIMITED_KEY}:enterprise:1000:10,${READER_KEY}:pro`;
 
+/**
+ * `url` with Redis database `index`: the mixed server records there that its keys are in PostgreSQL, which a
+ * `petstore` command of another test file given the shared Redis alone must not read.
+ */
+function redisDatabase(url: string, index: number): string {
+  const withIndex = new URL(url);
+  withIndex.pathname = `/${index}`;
+  return withIndex.toString();
+}
+
 async function createCategory(url: string, name: string, key = LIMITED_KEY): Promise<Response> {
   return fetch(`${url}/v1/categories`, {
     method: 'POST',
@@ -81,7 +91,7 @@ describe.skipIf(postgresUrl === null)('examples on PETSTORE_DATABASE_URL', () =>
       const key = `mixed-${run}`;
       const server = await startExample('fastify-server.ts', {
         PETSTORE_DATABASE_URL: databaseUrl,
-        PETSTORE_REDIS_URL: redisUrl,
+        PETSTORE_REDIS_URL: redisDatabase(redisUrl, 11),
         PETSTORE_API_KEYS: `${key}:enterprise:1000:2,${READER_KEY}:pro`,
       });
       expect(server.output).toContain('PostgreSQL storage for categories');

@@ -6,7 +6,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { createRateLimiter, type Principal, type RateLimitStore } from '@petstore/core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { petstore, petstoreJson } from '../test-support/petstore.js';
+import { petstore, petstoreJson, redisWithoutRecord } from '../test-support/petstore.js';
 
 const postgresUrl = inject('postgresUrl');
 const redisUrl = inject('redisUrl');
@@ -30,9 +30,9 @@ async function postgresStore(): Promise<RateLimitStore> {
   return postgresRateLimitStore({ pool });
 }
 
-async function redisStore(): Promise<RateLimitStore> {
+async function redisStore(url = redisUrl!): Promise<RateLimitStore> {
   const [{ Redis }, { redisRateLimitStore }] = await Promise.all([import('ioredis'), import('@petstore/storage-redis')]);
-  const client = new Redis(redisUrl!);
+  const client = new Redis(url);
   closers.push(async () => void (await client.quit()));
   // Without the block cache: a server's cache obeys a reset made elsewhere only once its answer is a second old.
   return redisRateLimitStore({ client, blockCache: false });
@@ -119,13 +119,13 @@ describe.each(backends)('petstore limits on $backend', ({ backend, env, store, s
 });
 
 describe('limits with both variables set', () => {
-  it('reads the rate limits in Redis and resolves the keyId in PostgreSQL, as the example servers store them', async (context) => {
+  it('no servers\' record: reads the rate limits in Redis and resolves the keyId in PostgreSQL, as servers of the previous release store them', async (context) => {
     const skipReason = inject('postgresSkipReason') ?? inject('redisSkipReason');
     if (skipReason !== null) return context.skip(skipReason);
     const accountId = `limits-both-${run}`;
-    const both = { PETSTORE_DATABASE_URL: postgresUrl!, PETSTORE_REDIS_URL: redisUrl! };
+    const both = { PETSTORE_DATABASE_URL: postgresUrl!, PETSTORE_REDIS_URL: redisWithoutRecord(redisUrl!) };
     const { keyId } = await petstoreJson<{ keyId: string }>(['keys', 'issue', '--account', accountId, '--plan', 'pro'], both);
-    await createRateLimiter({ store: await redisStore() }).consume({ principal: { keyId, accountId, plan: 'pro' } });
+    await createRateLimiter({ store: await redisStore(both.PETSTORE_REDIS_URL) }).consume({ principal: { keyId, accountId, plan: 'pro' } });
     const peeked = await petstoreJson<PeekJson>(['limits', 'show', '--key-id', keyId], both);
     expect(peeked.windows).toEqual([expect.objectContaining({ name: 'minute' }), expect.objectContaining({ name: 'day', used: 1 })]);
     // PostgreSQL alone has counted nothing for the account.

@@ -61,3 +61,14 @@ export async function petstoreJson<T = Record<string, unknown>>(args: readonly s
   if (run.code !== 0 || run.stderr !== '') throw new Error(`petstore ${args.join(' ')} --json exited ${run.code}:\n${run.stderr}${run.stdout}`);
   return JSON.parse(run.stdout) as T;
 }
+
+/**
+ * `redisUrl` with Redis database 13, where no server records where it keeps its data: the example servers that
+ * other files start on the shared Redis record there (database 0) that everything is in Redis, which a command
+ * given both variables would obey. For tests of the command without a servers' record.
+ */
+export function redisWithoutRecord(redisUrl: string): string {
+  const url = new URL(redisUrl);
+  url.pathname = '/13';
+  return url.toString();
+}
