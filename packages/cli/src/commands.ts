@@ -237,7 +237,8 @@ export function parseCommand(args: readonly string[]): Command {
   if (action === '--help' || action === '-h') return { kind: 'help', text: groupHelp(group) };
   if (action === undefined) throw new UsageError(`petstore ${group} needs one of: ${actions.join(', ')} (see petstore ${group} --help)`);
   const spec = COMMANDS.find((command) => command.words[0] === group && command.words[1] === action);
-  if (spec === undefined) throw new UsageError(`unknown command "petstore ${group} ${action}"; petstore ${group} takes ${actions.join(', ')}`);
+  // As git and npm say it: the group, the word, and what the group takes.
+  if (spec === undefined) throw new UsageError(`unknown ${group} command "${action}"; commands: ${actions.join(', ')} (see petstore ${group} --help)`);
   return parseOptions(spec, args.slice(2));
 }
 

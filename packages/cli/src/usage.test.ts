@@ -34,9 +34,12 @@ describe('petstore --help and --version', () => {
     expect((await petstore(['limits', '--help'])).stdout).toContain('petstore limits reset (--key-id <keyId> | --account <id> | --address <ip>)');
   });
 
-  it('--version prints the version of package.json (the built command)', async () => {
+  it('--version prints the version of package.json (the built command), a released one: its CHANGELOG has it', async () => {
     const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
     expect(await petstoreProcess(['--version'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+    // Versions come from the release process (Changesets writes each version's heading): never a placeholder.
+    const changelog = readFileSync(new URL('../CHANGELOG.md', import.meta.url), 'utf8');
+    expect(changelog.split('\n')).toContain(`## ${version}`);
   });
 
   it('a usage error of the built command: exit 2, one line on stderr, nothing on stdout', async () => {
@@ -44,6 +47,14 @@ describe('petstore --help and --version', () => {
       code: 2,
       stdout: '',
       stderr: 'petstore: keys issue: --account is required\n',
+    });
+  });
+
+  it('an unknown command of a group (the built command): exit 2, one line naming the group and its commands', async () => {
+    expect(await petstoreProcess(['keys', 'frobnicate'], NOWHERE)).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'petstore: unknown keys command "frobnicate"; commands: issue, rotate, revoke, list, show, update, purge (see petstore keys --help)\n',
     });
   });
 
@@ -74,7 +85,7 @@ describe.concurrent('usage errors: exit 2, one line on stderr, nothing on stdout
     [[], /^petstore: no command given; see petstore --help$/],
     [['pets'], /unknown command "pets"/],
     [['keys'], /petstore keys needs one of: issue, rotate, revoke, list, show, update/],
-    [['keys', 'delete', 'key_x'], /unknown command "petstore keys delete"/],
+    [['keys', 'delete', 'key_x'], /^petstore: unknown keys command "delete"; commands: issue, rotate, revoke, list, show, update, purge \(see petstore keys --help\)$/],
     [['keys', 'issue', '--plan', 'pro'], /^petstore: keys issue: --account is required$/],
     [['keys', 'issue', '--account', 'acme'], /--plan is required/],
     [['keys', 'issue', '--account', 'acme', '--plan', 'gold'], /--plan must be one of free, pro, business, enterprise, not "gold"/],
@@ -102,7 +113,7 @@ describe.concurrent('usage errors: exit 2, one line on stderr, nothing on stdout
     [['limits', 'reset', '--account', 'acme', '--address', '203.0.113.7'], /give exactly one of --key-id, --account, --address, not --account and --address/],
     [['limits', 'show', '--address', 'example.com'], /--address must be an IPv4 or IPv6 address, not "example.com"/],
     [['limits', 'show', '--account', ''], /--account must not be empty/],
-    [['limits', 'peek', '--account', 'acme'], /unknown command "petstore limits peek"; petstore limits takes show, reset/],
+    [['limits', 'peek', '--account', 'acme'], /^petstore: unknown limits command "peek"; commands: show, reset \(see petstore limits --help\)$/],
   ];
   for (const [args, pattern] of cases) {
     it(`petstore ${args.join(' ') || '(nothing)'}`, async () => {
