@@ -115,6 +115,10 @@ describe('example configuration', () => {
       expect.arrayContaining(['Managed API keys are read from Redis: issue one with the same PETSTORE_REDIS_URL set, e.g.', issue]),
     );
     expect(lines({}).join('\n')).not.toContain('Managed API keys');
+    // Limits in Redis, keys in PostgreSQL: the operator's limit commands need the Redis URL as well.
+    const limitsInRedis = 'Rate limits are kept in Redis: petstore limits show|reset needs PETSTORE_REDIS_URL set too.';
+    expect(lines({ PETSTORE_DATABASE_URL: 'postgres://127.0.0.1/petstore', PETSTORE_REDIS_URL: 'redis://127.0.0.1:6379' })).toContain(limitsInRedis);
+    expect(lines({ PETSTORE_DATABASE_URL: 'postgres://127.0.0.1/petstore' })).not.toContain(limitsInRedis);
   });
 
   it('reads HEADERS_TIMEOUT_MS and REQUEST_TIMEOUT_MS (default 10 s and 30 s), and refuses anything but positive whole ms', () => {

@@ -248,6 +248,9 @@ export function startupBanner(config: ExampleConfig, url: string, framework: str
       `Managed API keys are read from ${managedIn}: issue one with the same ${variable} set, e.g.`,
       `  npx petstore keys issue --account acme --plan free`,
     );
+    if (config.databaseUrl !== undefined && config.redisUrl !== undefined) {
+      lines.push(`Rate limits are kept in Redis: petstore limits show|reset needs PETSTORE_REDIS_URL set too.`);
+    }
   }
   if (config.demoKey !== undefined) {
     lines.push(
