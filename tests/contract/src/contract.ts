@@ -9,7 +9,7 @@
  * of their own.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 // The core's own probe (test support, not part of any package's exports), shared rather than copied.
 import { pollutionProbe } from '../../../packages/core/test-support/pollution-probe.js';
 import { itWhen } from './it-when.js';
@@ -92,12 +92,19 @@ export function defineContractCases(impl: ServerImpl, { bodyCasesOnly = false }:
   afterAll(async () => {
     await server?.close();
   });
+  // The petstore's reports of internal errors are kept, not printed: a case that provokes one takes it (and
+  // asserts it); any other is a failure, shown here.
+  let internalErrorsTaken = 0;
+  afterEach(() => {
+    expect(server.internalErrors.slice(internalErrorsTaken), 'internal errors no case expected').toEqual([]);
+  });
 
   /** Runs `body` against a server of its own (started with `options`), closed afterwards. */
   async function withOwnServer(body: (own: RunningServer) => Promise<void>, options?: StartOptions): Promise<void> {
     const own = await impl.start(options);
     try {
       await body(own);
+      expect(own.internalErrors, 'internal errors no case expected').toEqual([]);
     } finally {
       await own.close();
     }
@@ -852,6 +859,11 @@ export function defineContractCases(impl: ServerImpl, { bodyCasesOnly = false }:
       const broken = await call(server, `/v1/pets/${BROKEN_PET_ID}`, { apiKey: API_KEYS.host });
       expectError(broken, server, 500, 'internal_error');
       expect(broken.headers.get('x-note')).toBeNull();
+      // Reported to the host (onInternalError), once.
+      expect(server.internalErrors.slice(internalErrorsTaken)).toEqual([
+        new TypeError('The getPetById handler answered with an invalid header "x-note"'),
+      ]);
+      internalErrorsTaken = server.internalErrors.length;
       expect(server.hostCalls.length - calls, 'handler calls: /pets/7 and the broken one, once each').toBe(2);
       const after = await call(server, '/v1/pets/7', { apiKey: API_KEYS.host });
       expect(intHeader(after, 'x-ratelimit-remaining'), 'charged once for the broken answer').toBe(before - 2);

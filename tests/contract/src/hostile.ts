@@ -523,6 +523,8 @@ export function defineHostileCases(impl: ServerImpl, { bodyCasesOnly = false }: 
     const check = await exchange(server.origin, get('/v1/categories'), { localAddress: freshAddress() });
     expect(check.answers.map((answer) => answer.status), `a normal GET afterwards: ${describeExchange(check)}`).toEqual([200]);
     expect((await server.stores.categories.list()).length - categoriesBefore, 'categories created = 201 answers').toBe(created);
+    // Kept by the server rather than printed (servers.ts): hostile input is never an internal error.
+    expect(server.internalErrors, 'internal errors').toEqual([]);
   });
 
   /** One connection from a fresh address: writes `chunks`, reads the answers (see {@link exchange}). */

@@ -228,6 +228,11 @@ export interface RunningServer {
   readonly hostCalls: readonly HostCall[];
   /** One entry (`true`) for each request for {@link SLOW_PET_ID} whose handler saw its signal abort. */
   readonly abortions: readonly boolean[];
+  /**
+   * Every error the petstore reported (its `onInternalError`), oldest first: kept here rather than printed, so a
+   * case that provokes one asserts it, and the contract and hostile suites fail on any other.
+   */
+  readonly internalErrors: readonly unknown[];
   /** Stops listening and drops open connections. */
   close(): Promise<void>;
 }
@@ -246,6 +251,8 @@ export interface TestPetstore {
   stores: TestStores;
   hostCalls: HostCall[];
   abortions: boolean[];
+  /** What the petstore reported to its `onInternalError` (see {@link RunningServer.internalErrors}). */
+  internalErrors: unknown[];
 }
 
 /**
@@ -258,6 +265,7 @@ export function testPetstore(options: StartOptions = {}): TestPetstore {
   const clock = fakeClock(CLOCK_START_MS);
   const hostCalls: HostCall[] = [];
   const abortions: boolean[] = [];
+  const internalErrors: unknown[] = [];
   const record = (context: HostOperationContext) =>
     hostCalls.push({
       operationId: context.operationId,
@@ -309,8 +317,9 @@ export function testPetstore(options: StartOptions = {}): TestPetstore {
     deprecations: { getPetById: { ...PET_DEPRECATION, ...options.deprecation } },
     stability: STABILITY,
     ...(options.docs === true ? { docs: true } : {}),
+    onInternalError: (error) => internalErrors.push(error),
   });
-  return { clock, petstore, stores, hostCalls, abortions };
+  return { clock, petstore, stores, hostCalls, abortions, internalErrors };
 }
 
 function originOf(address: AddressInfo | string | null): string {
@@ -345,7 +354,7 @@ const fastifyImpl: ServerImpl = {
   name: 'fastify',
   capabilities: { hostRoutes: true, hostJsonParser: 'fastify', prefixRouting: 'api' },
   async start(options) {
-    const { clock, petstore, stores, hostCalls, abortions } = testPetstore(options);
+    const { clock, petstore, stores, hostCalls, abortions, internalErrors } = testPetstore(options);
     // Fastify rejects malformed URLs before any plugin runs; frameworkErrors hands those under /v1 to the API.
     const app = Fastify({ logger: false, frameworkErrors: petstoreFrameworkErrors(petstore, { prefix: '/v1' }) });
     app.setErrorHandler((error: { message: string; statusCode?: number }, _request, reply) =>
@@ -367,7 +376,7 @@ const fastifyImpl: ServerImpl = {
     app.server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
     await app.listen({ port: 0, host: '127.0.0.1' });
     const origin = originOf(app.server.address());
-    return { origin, clock, petstore, stores, hostCalls, abortions, close: () => app.close() };
+    return { origin, clock, petstore, stores, hostCalls, abortions, internalErrors, close: () => app.close() };
   },
 };
 
@@ -384,7 +393,7 @@ function expressImpl(name: string, framework: typeof express, withJsonParser: bo
       prefixRouting: framework === express ? 'express' : 'express4',
     },
     async start(options) {
-      const { clock, petstore, stores, hostCalls, abortions } = testPetstore(options);
+      const { clock, petstore, stores, hostCalls, abortions, internalErrors } = testPetstore(options);
       const app = framework();
       app.use((request, _response, next) => next(refusedByHost(request.headers) ? hostRefusal() : undefined));
       if (withJsonParser) {
@@ -410,7 +419,7 @@ function expressImpl(name: string, framework: typeof express, withJsonParser: bo
       const server = createServer(app);
       server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
       const origin = await listenNode(server);
-      return { origin, clock, petstore, stores, hostCalls, abortions, close: () => closeNodeServer(server) };
+      return { origin, clock, petstore, stores, hostCalls, abortions, internalErrors, close: () => closeNodeServer(server) };
     },
   };
 }
@@ -423,7 +432,7 @@ const nodeImpl: ServerImpl = {
   name: 'node:http',
   capabilities: { hostRoutes: true, hostJsonParser: undefined, prefixRouting: 'api' },
   async start(options) {
-    const { clock, petstore, stores, hostCalls, abortions } = testPetstore(options);
+    const { clock, petstore, stores, hostCalls, abortions, internalErrors } = testPetstore(options);
     const json = (response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) =>
       writeNodeResponse(response, { status, headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
     const api = petstoreNodeHandler(petstore, {
@@ -447,7 +456,7 @@ const nodeImpl: ServerImpl = {
     });
     server.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
     const origin = await listenNode(server);
-    return { origin, clock, petstore, stores, hostCalls, abortions, close: () => closeNodeServer(server) };
+    return { origin, clock, petstore, stores, hostCalls, abortions, internalErrors, close: () => closeNodeServer(server) };
   },
 };
 
@@ -456,7 +465,7 @@ const fetchImpl: ServerImpl = {
   name: 'fetch',
   capabilities: { hostRoutes: false, hostJsonParser: undefined, prefixRouting: 'whatwg-url' },
   async start(options) {
-    const { clock, petstore, stores, hostCalls, abortions } = testPetstore(options);
+    const { clock, petstore, stores, hostCalls, abortions, internalErrors } = testPetstore(options);
     let server: Server | undefined;
     const address = await new Promise<AddressInfo>((resolve) => {
       server = serve(
@@ -477,7 +486,7 @@ const fetchImpl: ServerImpl = {
     });
     const running = server as Server;
     running.on('checkExpectation', petstoreCheckExpectation({ prefix: '/v1' }));
-    return { origin: originOf(address), clock, petstore, stores, hostCalls, abortions, close: () => closeNodeServer(running) };
+    return { origin: originOf(address), clock, petstore, stores, hostCalls, abortions, internalErrors, close: () => closeNodeServer(running) };
   },
 };
 
