@@ -60,18 +60,22 @@ describe('server failures', () => {
     };
     const reported: unknown[] = [];
     const onInternalError = (error: unknown) => reported.push(error);
-    const broken = createPetstore({ apiKeys: staticApiKeys([{ key: KEY, plan: 'free' }]), categories: memoryCategoryStore(), rateLimit: { store: failing }, onInternalError });
+    const warnings: unknown[] = [];
+    const onWarning = (warning: unknown) => warnings.push(warning);
+    const broken = createPetstore({ apiKeys: staticApiKeys([{ key: KEY, plan: 'free' }]), categories: memoryCategoryStore(), rateLimit: { store: failing }, onInternalError, onWarning });
     const categories = memoryCategoryStore();
     categories.list = () => Promise.reject(new Error('the list is broken'));
     categories.listVersion = () => Promise.reject(new Error('the version is broken'));
-    const crashing = createPetstore({ apiKeys: staticApiKeys([{ key: KEY, plan: 'free' }]), categories, rateLimit: { store: memoryRateLimitStore() }, onInternalError });
+    const crashing = createPetstore({ apiKeys: staticApiKeys([{ key: KEY, plan: 'free' }]), categories, rateLimit: { store: memoryRateLimitStore() }, onInternalError, onWarning });
+    // With a client address, as every adapter gives one: without it the 401 would also warn PETSTORE_NO_CLIENT_ADDRESS.
     const get = (petstore: typeof broken, authorization?: string) =>
-      petstore.handle({ method: 'GET', path: '/categories', headers: authorization === undefined ? {} : { authorization } });
+      petstore.handle({ method: 'GET', path: '/categories', headers: authorization === undefined ? {} : { authorization }, clientAddress: '192.0.2.7' });
 
     expect((await get(broken, `Bearer ${KEY}`)).status).toBe(503);
     expect((await get(crashing, `Bearer ${KEY}`)).status).toBe(500);
     expect((await get(crashing)).status).toBe(401);
     expect(reported).toHaveLength(2); // the store failure and the crash, each reported to the host once
+    expect(warnings).toEqual([]);
 
     const durations = await pointsOf(reader, 'http.server.request.duration');
     const byStatus = Object.fromEntries(durations.map((point) => [point.attributes['http.response.status_code'], point.attributes['error.type']]));
