@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { runCli } from '@petstore/cli';
-import { afterAll, expect, inject, it } from 'vitest';
+import { afterAll, expect, inject, it, vi } from 'vitest';
 import { newDatabase } from '../test-support/database.js';
 import { readConfig } from './config.js';
 import { examplePetstore, type ExamplePetstore } from './petstore.js';
@@ -37,7 +37,18 @@ async function petstore(args: string[], env: Record<string, string>): Promise<{ 
 it('limits in Redis, keys in PostgreSQL: limits show with PETSTORE_DATABASE_URL alone names PETSTORE_REDIS_URL (exit 2); with both it shows the quota used', async (context) => {
   if (skipReason !== null) return context.skip(skipReason);
   const both = { PETSTORE_DATABASE_URL: databaseUrl, PETSTORE_REDIS_URL: ownRedisUrl };
-  api = await examplePetstore(readConfig({ ...both, PETSTORE_API_KEYS: `static-${run}:free` }));
+  // What start-up prints is kept, not printed: at most the warning about a Redis that keeps no data across a restart
+  // (the throwaway one keeps none; its text is redis-persistence.test.ts's), and no setup warning of the petstore.
+  const warned = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
+  let lines: string[];
+  try {
+    api = await examplePetstore(readConfig({ ...both, PETSTORE_API_KEYS: `static-${run}:free` }));
+  } finally {
+    lines = warned.mock.calls.map((args) => args.join(' ')); // before mockRestore, which forgets the calls
+    warned.mockRestore();
+  }
+  expect(lines.filter((line) => !/^\[petstore\] warning: Redis at \S+ keeps no data across a restart/.test(line))).toEqual([]);
+  expect(lines.length).toBeLessThanOrEqual(1);
   const accountId = `acme-${run}`;
   const issued = await petstore(['keys', 'issue', '--account', accountId, '--plan', 'free', '--limits', '60:3', '--json'], both);
   expect(issued.code, issued.stderr).toBe(0);

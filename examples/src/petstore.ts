@@ -26,12 +26,15 @@ const hostOptions = {
   // The API reference page at /v1/docs (Swagger UI, from the swagger-ui-dist package).
   docs: true,
   stability: { listStoreOrders: 'beta' },
-  // Deprecated, with no sunset date yet: it keeps working (and the petstore says so once at start-up). Add a
-  // sunsetAtMs when the date is decided; from then on the operation answers 410.
+  // Deprecated, its sunset announced (Deprecation, Sunset and Link headers). afterSunset 'serve' keeps it answering
+  // after that date, so the example never changes behaviour on a date; the default, 'gone', answers 410 from then on.
   deprecations: {
     getPetById: {
       deprecatedAtMs: Date.UTC(2026, 0, 1),
+      sunsetAtMs: Date.UTC(2030, 0, 1),
       documentationUrl: 'https://petstore.example/docs/deprecations#get-pet-by-id',
+      sunsetUrl: 'https://petstore.example/docs/deprecations#get-pet-by-id-sunset',
+      afterSunset: 'serve',
     },
   },
 } satisfies Partial<Parameters<typeof createPetstore>[0]>;

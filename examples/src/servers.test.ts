@@ -9,6 +9,8 @@ afterEach(stopExamples);
 describe.each(['fastify-server.ts', 'express-server.ts'])('example %s', (script) => {
   it('prints a KEY=… line whose key works', async () => {
     const { url, output } = await start(script, { PETSTORE_API_KEYS: '' });
+    // The banner comes first: no setup warning (e.g. PETSTORE_DEPRECATED_WITHOUT_SUNSET) before it.
+    expect(output.split('\n')[0]).toMatch(/^petstore categories API \((Fastify|Express), memory storage\) listening on /);
     const key = /^KEY=(demo_[A-Za-z0-9_-]+)$/m.exec(output)?.[1];
     expect(key).toBeDefined();
     const created = await fetch(`${url}/v1/categories`, {
@@ -28,6 +30,16 @@ describe.each(['fastify-server.ts', 'express-server.ts'])('example %s', (script)
     // Without PETSTORE_PUBLIC_URL and PETSTORE_STAGING_URL the description keeps its relative server.
     const description = (await (await fetch(`${url}/v1/openapi.json`)).json()) as { servers: unknown };
     expect(description.servers).toEqual([{ url: '/v1', description: 'This server' }]);
+    // The README's deprecated host operation: Deprecation, Sunset and both Links, and it still answers.
+    const pet = await fetch(`${url}/v1/pets/1`, { headers: { authorization: `Bearer ${key}` } });
+    expect(pet.status).toBe(200);
+    expect(await pet.json()).toEqual({ id: 1, name: 'Rex', categoryId: 1 });
+    expect(pet.headers.get('deprecation')).toBe('@1767225600');
+    expect(pet.headers.get('sunset')).toBe('Tue, 01 Jan 2030 00:00:00 GMT');
+    expect(pet.headers.get('link')).toBe(
+      '<https://petstore.example/docs/deprecations#get-pet-by-id>; rel="deprecation"; type="text/html", ' +
+        '<https://petstore.example/docs/deprecations#get-pet-by-id-sunset>; rel="sunset"; type="text/html"',
+    );
   }, 30_000);
 
   it('serves the keys and plans of PETSTORE_API_KEYS and never prints them; lists the servers of PETSTORE_PUBLIC_URL and PETSTORE_STAGING_URL', async () => {
