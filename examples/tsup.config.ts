@@ -14,4 +14,6 @@ export default defineConfig({
   clean: true,
   dts: false,
   sourcemap: false,
+  // The private helpers shared with the packages (@petstore/internal) go into the build: they are TypeScript only.
+  noExternal: ['@petstore/internal'],
 });

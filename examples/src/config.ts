@@ -31,7 +31,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ServerOptions } from 'node:http';
 import { isPlanName, type CostName, type StaticApiKey } from '@petstore/core';
-import { redactUrl } from './redact.js';
+import { redactUrl } from '@petstore/internal';
 
 /** The names `PETSTORE_OPERATION_COSTS` takes: the operationIds, and `guard` (host routes behind the guard). */
 export const OPERATION_COST_NAMES = [
@@ -281,4 +281,4 @@ export function describeStorage(config: Pick<ExampleConfig, 'databaseUrl' | 'red
   return 'memory storage';
 }
 
-export { redactUrl } from './redact.js';
+export { redactUrl } from '@petstore/internal';

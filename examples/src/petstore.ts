@@ -17,8 +17,7 @@ import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-mem
 import { redactUrl, type ExampleConfig } from './config.js';
 import { exampleHandlers } from './host-operations.js';
 import { redisPersistenceWarning } from './redis-persistence.js';
-import { redactSecrets } from './redact.js';
-import { describeError } from './startup.js';
+import { describeError, redactSecrets } from '@petstore/internal';
 
 /** What both storage setups share: the host's operations, their stability and deprecation. */
 const hostOptions = {
@@ -125,12 +124,12 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
       pool.on('error', () => undefined); // a dropped idle connection; requests report failures through the policy
       closers.push(() => pool.end());
       await migratePostgres({ pool }).catch((error: unknown) => {
-        throw new Error(`PETSTORE_DATABASE_URL: PostgreSQL at ${redactUrl(url)} failed at start-up: ${describeError(error)}`, { cause: error });
+        throw new Error(`PETSTORE_DATABASE_URL: PostgreSQL at ${redactUrl(url)} failed at start-up: ${describeError(error, { causes: false })}`, { cause: error });
       });
       // So that `petstore` given only some of these variables refuses, naming the missing one, rather than read an
       // empty store (e.g. `petstore limits show` with PETSTORE_DATABASE_URL alone while the limits are in Redis).
       await recordDeployment(deployment, { pool }).catch((error: unknown) => {
-        throw new Error(`PETSTORE_DATABASE_URL: PostgreSQL at ${redactUrl(url)} failed at start-up: cannot record where this server keeps its data: ${describeError(error)}`, { cause: error });
+        throw new Error(`PETSTORE_DATABASE_URL: PostgreSQL at ${redactUrl(url)} failed at start-up: cannot record where this server keeps its data: ${describeError(error, { causes: false })}`, { cause: error });
       });
       categories = postgresCategoryStore({ pool, callTimeoutMs: 500 });
       store = postgresRateLimitStore({ pool, callTimeoutMs: 500 });
@@ -153,13 +152,13 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
         await client.quit().catch(() => client.disconnect());
       });
       await client.connect().catch((error: unknown) => {
-        throw new Error(`PETSTORE_REDIS_URL: Redis at ${redactUrl(url)} failed at start-up: ${describeError(lastError ?? error)}`, { cause: error });
+        throw new Error(`PETSTORE_REDIS_URL: Redis at ${redactUrl(url)} failed at start-up: ${describeError(lastError ?? error, { causes: false })}`, { cause: error });
       });
       // One line on stderr, never a failure: a Redis whose CONFIG is refused says nothing here.
       const warning = await redisPersistenceWarning(client, redactUrl(url));
       if (warning !== undefined) console.warn(warning);
       await recordDeployment(deployment, { redis: client }).catch((error: unknown) => {
-        throw new Error(`PETSTORE_REDIS_URL: Redis at ${redactUrl(url)} failed at start-up: cannot record where this server keeps its data: ${describeError(error)}`, { cause: error });
+        throw new Error(`PETSTORE_REDIS_URL: Redis at ${redactUrl(url)} failed at start-up: cannot record where this server keeps its data: ${describeError(error, { causes: false })}`, { cause: error });
       });
       categories ??= redisCategoryStore({ client, callTimeoutMs: 500 });
       store = redisRateLimitStore({ client, callTimeoutMs: 500 });
@@ -193,7 +192,7 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
     // refused by this instance as soon as the revocation commits.
     await managed.ready().catch((error: unknown) => {
       const variable = config.databaseUrl !== undefined ? 'PETSTORE_DATABASE_URL' : 'PETSTORE_REDIS_URL';
-      throw new Error(`${variable}: cannot watch the managed API keys: ${describeError(error)}`, { cause: error });
+      throw new Error(`${variable}: cannot watch the managed API keys: ${describeError(error, { causes: false })}`, { cause: error });
     });
     petstore = createNamingCosts({
       ...common,

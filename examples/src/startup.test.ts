@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { runExampleToExit } from './spawn-example.js';
 import { readConfig } from './config.js';
 import { examplePetstore } from './petstore.js';
-import { STARTUP_FAILURE_PREFIX, describeError, startOrExit, startupFailureLine } from './startup.js';
+import { STARTUP_FAILURE_PREFIX, startOrExit, startupFailureLine } from './startup.js';
 
 describe('startOrExit', () => {
   it('prints one line and exits 1 when start-up fails, and does neither when it succeeds', async () => {
@@ -29,12 +29,12 @@ describe('startOrExit', () => {
     expect(exits).toEqual([1]);
   });
 
-  it('describes any error in one line', () => {
-    const refused = (port: number) => Object.assign(new Error(`connect ECONNREFUSED 127.0.0.1:${port}`), { code: 'ECONNREFUSED' });
-    expect(describeError(new AggregateError([refused(1), refused(2)], ''))).toBe('connect ECONNREFUSED 127.0.0.1:1; connect ECONNREFUSED 127.0.0.1:2');
-    expect(describeError(Object.assign(new Error(''), { code: 'ETIMEDOUT' }))).toBe('ETIMEDOUT');
-    expect(describeError(new Error('first line\n  second line'))).toBe('first line second line');
-    expect(describeError('a string')).toBe('a string');
+  it('describes a start-up failure in one line, without the causes it already quotes', () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' });
+    const failure = new Error('PETSTORE_REDIS_URL: Redis at redis://127.0.0.1:1 failed at start-up: connect ECONNREFUSED 127.0.0.1:1', {
+      cause: Object.assign(refused, { cause: new Error('Connection is closed.') }),
+    });
+    expect(startupFailureLine(failure)).toBe(`${STARTUP_FAILURE_PREFIX} ${failure.message}`);
     expect(startupFailureLine(new TypeError(''))).toBe(`${STARTUP_FAILURE_PREFIX} TypeError`);
   });
 });

@@ -3,30 +3,17 @@
  * reach, a port in use — it prints one line on stderr saying why, and exits 1. Never a stack trace.
  */
 
-import { redactSecrets } from './redact.js';
+import { describeError, redactSecrets } from '@petstore/internal';
 
 /** The start-up failure line's beginning. */
 export const STARTUP_FAILURE_PREFIX = 'petstore example: cannot start:';
-
-/**
- * What an error says in one line: its message, else its `code`, else the messages of an `AggregateError`'s
- * errors (Node reports a connection refused on every address of a host name that way); line breaks become spaces.
- */
-export function describeError(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  const code = (error as { code?: unknown }).code;
-  let text = error.message;
-  if (text === '' && error instanceof AggregateError) text = error.errors.map(describeError).join('; ');
-  if (text === '' && typeof code === 'string') text = code;
-  return (text || error.name).replace(/\s*\n\s*/g, ' ');
-}
 
 /**
  * The one line printed when start-up fails with `error`: no secret of `PETSTORE_DATABASE_URL` or
  * `PETSTORE_REDIS_URL` (of `env`) in it, even where a driver's message quotes a part of the URL.
  */
 export function startupFailureLine(error: unknown, env: NodeJS.ProcessEnv = process.env): string {
-  return redactSecrets(`${STARTUP_FAILURE_PREFIX} ${describeError(error)}`, [env['PETSTORE_DATABASE_URL']?.trim(), env['PETSTORE_REDIS_URL']?.trim()]);
+  return redactSecrets(`${STARTUP_FAILURE_PREFIX} ${describeError(error, { causes: false })}`, [env['PETSTORE_DATABASE_URL']?.trim(), env['PETSTORE_REDIS_URL']?.trim()]);
 }
 
 /**

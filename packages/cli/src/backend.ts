@@ -17,7 +17,7 @@ import {
   type RecordedDeployment,
 } from './deployment.js';
 import { FailedError, UsageError } from './errors.js';
-import { redactUrl } from './redact.js';
+import { describeError, redactUrl } from '@petstore/internal';
 
 /** What a command asks for. */
 export interface BackendNeeds {
@@ -48,23 +48,8 @@ export const REDIS_URL_VARIABLE = 'PETSTORE_REDIS_URL';
  */
 const CALL_TIMEOUT_MS = 10_000;
 
-export { redactUrl } from './redact.js';
+export { describeError, redactUrl } from '@petstore/internal';
 
-/**
- * What an error says in one line: its message, else its code, else an AggregateError's messages; then, after
- * `: `, what its `cause` says, when that adds something (a store's "PostgreSQL refused the statement" is followed
- * by the database's reason, e.g. "permission denied for table …").
- */
-export function describeError(error: unknown, depth = 0): string {
-  if (!(error instanceof Error)) return String(error);
-  const code = (error as { code?: unknown }).code;
-  let text = error.message;
-  if (text === '' && error instanceof AggregateError) text = error.errors.map((each) => describeError(each, depth + 1)).join('; ');
-  if (text === '' && typeof code === 'string') text = code;
-  text = (text || error.name).replace(/\s*\n\s*/g, ' ');
-  const cause = depth < 3 && error.cause instanceof Error ? describeError(error.cause, depth + 1) : '';
-  return cause === '' || text.includes(cause) ? text : `${text}: ${cause}`;
-}
 
 /** Store names as messages say them. */
 const STORE_NAMES: Record<DeploymentStore, string> = { postgresql: 'PostgreSQL', redis: 'Redis' };

@@ -4,7 +4,7 @@ import { parseCommand, type Command } from './commands.js';
 import { DATABASE_URL_VARIABLE, describeError, openBackend, REDIS_URL_VARIABLE, type Backend } from './backend.js';
 import { EXIT_CODES, FailedError, UsageError, type ExitCode } from './errors.js';
 import { keyTable, keysTable, limitsTable, ownerText, table, time } from './output.js';
-import { redactSecrets } from './redact.js';
+import { redactSecrets } from '@petstore/internal';
 
 /** Where {@link runCli} reads its environment and writes its output. Default: this process's. */
 export interface CliIo {

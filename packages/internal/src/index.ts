@@ -7,3 +7,5 @@ export { hex } from './hex.js';
 export { cachePerPolicy } from './policy-cache.js';
 export { storedKeyText } from './stored-key-text.js';
 export { createTurnBatches } from './turn-batches.js';
+export { describeError } from './describe-error.js';
+export { redactSecrets, redactUrl } from './redact.js';

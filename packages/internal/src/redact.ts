@@ -1,6 +1,5 @@
 /**
- * Connection URLs without their secrets, for printing. The example servers keep a copy of this file
- * (examples/src/redact.ts), changed together: they do not depend on this package at run time.
+ * Connection URLs without their secrets, for printing by the `petstore` command and the example servers.
  *
  * A URL's secrets are the password of its userinfo and the values of its query parameters that pg or ioredis read
  * as one (`password`, `sslpassword`, ioredis's `sentinelPassword`, and the common `pass`, `pwd`, `secret`,
