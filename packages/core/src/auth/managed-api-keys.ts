@@ -5,6 +5,7 @@
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/keys.md
  */
+import { hex } from '@petstore/internal';
 import { LRUCache } from 'lru-cache';
 import { systemClock, type Clock } from '../clock.js';
 import { PetstoreError, isPetstoreError } from '../errors.js';
@@ -234,7 +235,6 @@ interface KnownEntry {
 /** What {@link managedApiKeys}' cache answers for a digest it cannot answer for: ask the store. */
 const MISS: unique symbol = Symbol('miss');
 
-const hex = (digest: Uint8Array) => Buffer.from(digest.buffer, digest.byteOffset, digest.byteLength).toString('hex');
 
 function principalOf(record: ApiKeyRecord): Principal {
   return Object.freeze({
