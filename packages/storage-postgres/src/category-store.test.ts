@@ -66,6 +66,26 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
     expect(statements.count).toBe(2);
   });
 
+  it('answers the listVersion() calls of one turn with one statement, and a call made after that read was sent with a new one', async () => {
+    const { pool, schema } = await migratedSchema();
+    const store = postgresCategoryStore({ pool, schema });
+    const other = postgresCategoryStore({ pool, schema });
+    const statements = countStatements(pool);
+    const versions = await Promise.all(Array.from({ length: 20 }, () => store.listVersion()));
+    expect(statements.count).toBe(1);
+    expect(statements.texts[0]).toMatch(/^SELECT .*_list_version/);
+    expect(new Set(versions).size).toBe(1);
+    // The read of `sent` goes at the end of its turn; a call after that waits for a read of its own.
+    const sent = store.listVersion();
+    await new Promise((resolve) => setImmediate(resolve));
+    const later = store.listVersion();
+    expect([await sent, await later]).toEqual([versions[0], versions[0]]);
+    expect(statements.count).toBe(3);
+    // A create through another store between two calls: the second call's read started after it.
+    await other.create({ name: 'made elsewhere' });
+    expect(await store.listVersion()).not.toBe(versions[0]);
+  });
+
   it('sends one statement per idempotent create, whatever it answers', async () => {
     const { pool, schema } = await migratedSchema();
     const store = postgresCategoryStore({ pool, schema });
@@ -229,6 +249,10 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
     for (const call of [() => store.create({ name: 'x' }), () => store.createIdempotent({ name: 'x' }, idempotent('down'))]) {
       const refused = await rejection(call());
       expect(refused).toBeInstanceOf(PetstoreError);
+      expect(refused).toMatchObject({ code: 'service_unavailable', status: 503, retryAfterSeconds: 5 });
+    }
+    // Every caller of a turn whose shared read failed gets the failure.
+    for (const refused of await Promise.all([store.listVersion(), store.listVersion()].map(rejection))) {
       expect(refused).toMatchObject({ code: 'service_unavailable', status: 503, retryAfterSeconds: 5 });
     }
   });

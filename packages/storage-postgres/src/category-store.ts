@@ -7,6 +7,7 @@ import {
   type IdempotentCreateResult,
   type NewCategory,
 } from '@petstore/core';
+import { createTurnBatches } from '@petstore/internal';
 import type { Pool } from 'pg';
 import { categoriesNames, type PostgresSchemaOptions } from './names.js';
 import { assertPool, assertWhole, DEFAULT_CALL_TIMEOUT_MS, runStatement } from './postgres-call.js';
@@ -24,8 +25,8 @@ export interface PostgresCategoryStoreOptions extends Pick<PostgresSchemaOptions
    */
   pool: Pool;
   /**
-   * Deadline of one `list`, `listVersion`, `create` or `createIdempotent` in ms, the wait for a pooled connection included; past it
-   * the call throws `service_unavailable` (cause: a {@link PostgresTimeoutError}) and the statement is cancelled in the
+   * Deadline of one `list`, `listVersion`, `create` or `createIdempotent` in ms, the wait for a pooled connection
+   * included (for `listVersion`: from the end of the turn it was called in, when its read is sent); past it the call throws `service_unavailable` (cause: a {@link PostgresTimeoutError}) and the statement is cancelled in the
    * server (PostgreSQL's cancel request). Default 1000
    * ({@link DEFAULT_CALL_TIMEOUT_MS}).
    */
@@ -40,7 +41,8 @@ export interface PostgresCategoryStore extends CategoryStore {
    * version is counted up in the transaction of every statement that writes the categories table, so it changes
    * exactly when a category is created through the store, and a reader sees a new category and its version
    * together, on every instance; the OID changes when the tables are made anew (dropped and migrated again,
-   * restored from a dump), so a version never names two lists.
+   * restored from a dump), so a version never names two lists. The calls of one event-loop turn share one `SELECT`,
+   * sent at the end of the turn: each caller gets the version of a read that started after its call.
    */
   listVersion(): Promise<string>;
 }
@@ -53,10 +55,14 @@ const SEQUENCE_EXHAUSTED = '2200H';
  * table's identity column: `create` is one `INSERT … RETURNING id`, so parallel creates from any number of
  * processes get distinct, increasing ids (a failed or rolled-back insert leaves a gap, never a duplicate);
  * `list()` is one `SELECT … ORDER BY id`, a page one `SELECT … WHERE id > $after ORDER BY id LIMIT $limit` (keyset
-paging on the primary key). `listVersion()` is one `SELECT` of the one row of `<categoriesTable>_list_version`
-(migration version 3), which a statement trigger on the categories table counts up in the writing transaction: the
-new row and the new version commit together (creates queue on that row for the length of their one-statement
-transaction). There is no `maxCategories`: bound the table with the database's own
+ * paging on the primary key). `listVersion()` reads the one row of `<categoriesTable>_list_version` (migration
+ * version 3), which a statement trigger on the categories table counts up in the writing transaction: the new row and
+ * the new version commit together (creates queue on that row for the length of their one-statement transaction). The
+ * `listVersion()` calls of one turn of the event loop share one `SELECT`, sent at the end of the turn (`setImmediate`,
+ * as the rate-limit store's consumes), so the lists a busy server answers share their version reads, and every caller
+ * still gets a version read after its call, so a category created anywhere before the call is in the list (no cache that could be
+ * stale); a call made once that read was sent waits for the next one. Under fake timers that fake `setImmediate`,
+ * advance them for a read to be sent. There is no `maxCategories`: bound the table with the database's own
  * means (quotas, monitoring).
  *
  * `createIdempotent` is one statement too, `SELECT … FROM <categoriesTable>_create_idempotent(…)` (migration
@@ -107,6 +113,25 @@ export function postgresCategoryStore(options: PostgresCategoryStoreOptions): Po
   const store = 'category store';
   type Row = { id: string; name: string; description: string | null };
   type IdempotentRow = { outcome: 'created' | 'replayed' | 'mismatch'; id: string | null; name: string | null; description: string | null };
+  type VersionWaiter = { resolve(version: string): void; reject(error: unknown): void };
+
+  /** The `listVersion()` calls of this turn, answered by one read sent at its end (no bound: they share its row). */
+  const addVersionWaiter = createTurnBatches<VersionWaiter>(Number.POSITIVE_INFINITY, (waiters) => {
+    runStatement<{ version: string }>(pool, store, callTimeoutMs, listVersionSql, []).then(
+      (rows) => {
+        const row = rows[0];
+        if (row === undefined) {
+          const error = new Error(`The list version row of ${table} is missing: run migratePostgres (migration version 3)`);
+          for (const waiter of waiters) waiter.reject(error);
+        } else {
+          for (const waiter of waiters) waiter.resolve(row.version);
+        }
+      },
+      (error: unknown) => {
+        for (const waiter of waiters) waiter.reject(error);
+      },
+    );
+  });
 
   /** Runs a statement that inserts a category: an exhausted identity column is `storage_full`. */
   async function inserting<R extends Row | IdempotentRow | { id: string }>(sql: string, values: unknown[]): Promise<R[]> {
@@ -137,11 +162,10 @@ export function postgresCategoryStore(options: PostgresCategoryStoreOptions): Po
           : await runStatement<Row>(pool, store, callTimeoutMs, pageSql, [page.after ?? 0, page.limit ?? null]);
       return rows.map(categoryFromRow);
     },
-    async listVersion() {
-      const rows = await runStatement<{ version: string }>(pool, store, callTimeoutMs, listVersionSql, []);
-      const row = rows[0];
-      if (row === undefined) throw new Error(`The list version row of ${table} is missing: run migratePostgres (migration version 3)`);
-      return row.version;
+    listVersion() {
+      return new Promise<string>((resolve, reject) => {
+        addVersionWaiter({ resolve, reject });
+      });
     },
     async create(newCategory: NewCategory) {
       const rows = await inserting<{ id: string }>(createSql, [newCategory.name, newCategory.description ?? null]);

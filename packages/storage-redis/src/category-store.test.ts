@@ -217,6 +217,9 @@ describe('redisCategoryStore when Redis fails', () => {
       expect((failure as Error).message).toBe('The category store is unavailable; retry later.');
       expect((failure as Error).cause).toBeInstanceOf(Error);
     }
+    // Every caller of a turn whose shared read failed gets the failure.
+    const failures = await Promise.all([store.listVersion(), store.listVersion()].map((version) => version.catch((error: unknown) => error)));
+    for (const failure of failures) expect(isPetstoreError(failure) && [failure.code, failure.status]).toEqual(['service_unavailable', 503]);
   });
 
   it.skipIf(!isRedisServerInstalled())('both stores fail at callTimeoutMs while the server does not answer', async () => {
@@ -251,6 +254,28 @@ describe('redisCategoryStore when Redis fails', () => {
       process.kill(pid, 'SIGCONT');
       await server.stop();
     }
+  });
+});
+
+describe.skipIf(skipRedis)('redisCategoryStore list version reads', () => {
+  it('answers the listVersion() calls of one turn with one MGET, and a call made after that read was sent with a new one', async () => {
+    const { client, keyPrefix, store } = newStore();
+    const other = redisCategoryStore({ client: connect(), keyPrefix });
+    await store.create({ name: 'Dogs' });
+    const commands = await countCommands(client);
+    const versions = await Promise.all(Array.from({ length: 20 }, () => store.listVersion()));
+    expect(commands.count).toBe(1);
+    expect(new Set(versions).size).toBe(1);
+    // The MGET of `sent` goes at the end of its turn; a call after that, before its reply, waits for one of its own.
+    const sent = store.listVersion();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(commands.count).toBe(2);
+    const later = store.listVersion();
+    expect([await sent, await later]).toEqual([versions[0], versions[0]]);
+    expect(commands.count).toBe(3);
+    // A create through another client between two calls: the second call's read started after it.
+    await other.create({ name: 'Cats' });
+    expect(await store.listVersion()).not.toBe(versions[0]);
   });
 });
 

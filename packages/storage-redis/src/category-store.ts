@@ -7,6 +7,7 @@ import {
   type IdempotentCreateResult,
   type NewCategory,
 } from '@petstore/core';
+import { createTurnBatches } from '@petstore/internal';
 import type { Cluster, Redis } from 'ioredis';
 import { assertCallTimeoutMs, assertKeyPrefix, createDeadline, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_KEY_PREFIX, storeFailure, tagKeysShareSlot } from './redis-call.js';
 
@@ -96,7 +97,9 @@ export interface RedisCategoryStore extends CategoryStore {
    * `"0"` before the first create; then the last id handed out and the store's epoch (`"3@1764331200.123456"`, one
    * `MGET` of the `lastId` and `epoch` keys). The create scripts `INCR` the counter in the same script run that writes
    * the record, so the version changes exactly when a category is created, on every instance sharing the keys at
-   * once; the epoch changes when the counter starts again (the keys were lost), so no version names two lists.
+   * once; the epoch changes when the counter starts again (the keys were lost), so no version names two lists. The
+   * calls of one event-loop turn share one `MGET`, sent at the end of the turn: each caller gets the version of a
+   * read that started after its call.
    */
   listVersion(): Promise<string>;
   create(newCategory: NewCategory): Promise<Category>;
@@ -115,8 +118,9 @@ export interface RedisCategoryStoreOptions {
   /** Prefix of every key this store writes. Default `petstore:`. */
   keyPrefix?: string;
   /**
-   * Deadline of one `list`, `listVersion`, `create` or `createIdempotent` in ms; past it the call throws `service_unavailable`
-   * (cause: a {@link RedisTimeoutError}). Default 1000 ({@link DEFAULT_CALL_TIMEOUT_MS}).
+   * Deadline of one `list`, `listVersion`, `create` or `createIdempotent` in ms (for `listVersion`: from the end of
+   * the turn it was called in, when its read is sent); past it the call throws `service_unavailable` (cause: a
+   * {@link RedisTimeoutError}). Default 1000 ({@link DEFAULT_CALL_TIMEOUT_MS}).
    */
   callTimeoutMs?: number;
   /** Most categories held; a create beyond it throws `storage_full` (507) and writes nothing. Default: no bound. */
@@ -196,9 +200,13 @@ type CreateIdempotentCommand = (
  * limits) and writes the record with its TTL in the same script run. Redis runs a script atomically, so the
  * category and its record are written together or not at all, and parallel calls with one key create one
  * category (the others answer `replayed`). `list()` is one `HGETALL`, sorted by id (ascending); a page
-(`list({ limit, after })`) is one Lua script that `HGET`s the ids above `after` in order up to `limit` records (the
-ids are dense: every id up to the counter has its record, unless deleted by hand). `listVersion()` is one `MGET` of
-the counter and the epoch: it changes with every create, in the create's own script run.
+ * (`list({ limit, after })`) is one Lua script that `HGET`s the ids above `after` in order up to `limit` records (the
+ * ids are dense: every id up to the counter has its record, unless deleted by hand). `listVersion()` reads the counter
+ * and the epoch: it changes with every create, in the create's own script run. The `listVersion()` calls of one turn of
+ * the event loop share one `MGET`, sent at the end of the turn (`setImmediate`, as the rate-limit store's consumes), so
+ * the lists a busy server answers share their version reads, and every caller still gets a version read after its call,
+ * so a category created anywhere before the call is in the list (no cache that could be stale); a call made once that
+ * read was sent waits for the next one. Under fake timers that fake `setImmediate`, advance them for a read to be sent.
  *
  * Errors (every method):
  * - `PetstoreError('service_unavailable', …, { retryAfterSeconds: 5, cause })` (503 with `Retry-After`) when
@@ -250,6 +258,19 @@ export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCat
     }
   }
 
+  /** The `listVersion()` calls of this turn, answered by one `MGET` sent at its end (no bound: they share its reply). */
+  const addVersionWaiter = createTurnBatches<{ resolve(version: string): void; reject(error: unknown): void }>(Number.POSITIVE_INFINITY, (waiters) => {
+    call('list version', () => client.mget(keys.lastId, keys.epoch)).then(
+      ([lastId, epoch]) => {
+        const version = lastId === null ? '0' : `${lastId}@${epoch ?? ''}`;
+        for (const waiter of waiters) waiter.resolve(version);
+      },
+      (error: unknown) => {
+        for (const waiter of waiters) waiter.reject(error);
+      },
+    );
+  });
+
   /** The stored part of a new category: no `description` key when it has none. */
   function recordOf(newCategory: NewCategory): Omit<Category, 'id'> {
     return {
@@ -287,9 +308,10 @@ export function redisCategoryStore(options: RedisCategoryStoreOptions): RedisCat
       }
       return categories;
     },
-    async listVersion() {
-      const [lastId, epoch] = await call('list version', () => client.mget(keys.lastId, keys.epoch));
-      return lastId === null ? '0' : `${lastId}@${epoch ?? ''}`;
+    listVersion() {
+      return new Promise<string>((resolve, reject) => {
+        addVersionWaiter({ resolve, reject });
+      });
     },
     async create(newCategory: NewCategory) {
       const record = recordOf(newCategory);
