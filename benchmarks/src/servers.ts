@@ -22,7 +22,7 @@ import {
 } from '@petstore/core';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
 import { migratePostgres, postgresApiKeyRecordStore, postgresCategoryStore, postgresRateLimitStore } from '@petstore/storage-postgres';
-import { redisApiKeyRecordStore, redisRateLimitStore } from '@petstore/storage-redis';
+import { redisApiKeyRecordStore, redisCategoryStore, redisRateLimitStore } from '@petstore/storage-redis';
 import express from 'express';
 import { rateLimit as expressRateLimit } from 'express-rate-limit';
 import Fastify from 'fastify';
@@ -64,6 +64,7 @@ export const SERVER_NAMES = [
   'fastify-petstore-postgres-limits',
   'fastify-petstore-postgres',
   'fastify-petstore-postgres-redis',
+  'fastify-petstore-redis-all',
   'fastify-petstore-static-1000',
   'fastify-petstore-managed-redis',
   'fastify-petstore-managed-postgres',
@@ -79,8 +80,10 @@ export type ApiKeysBackend = 'static' | 'managed-redis' | 'managed-postgres';
 /**
  * Where each of our servers keeps its categories and its rate limits (the anonymous store is always memory), and
  * how it authenticates. The `*-postgres*` servers need a PostgreSQL schema holding the migrated tables and the
- * three categories ({@link seedPostgres}); the `*-managed-*` servers accept the managed keys the benchmark issued
- * into their record store beforehand (the Redis one under the key prefix of {@link ServerDatabases.redisKeyPrefix}).
+ * three categories ({@link seedPostgres}); `fastify-petstore-redis-all` keeps its categories in Redis under the key
+ * prefix of {@link ServerDatabases.redisKeyPrefix}, writing the three at start when none are there; the
+ * `*-managed-*` servers accept the managed keys the benchmark issued into their record store beforehand (the Redis
+ * one under that same key prefix).
  */
 export const PETSTORE_BACKENDS = {
   'fastify-petstore': { categories: 'memory', rateLimits: 'memory', apiKeys: 'static' },
@@ -90,13 +93,14 @@ export const PETSTORE_BACKENDS = {
   'fastify-petstore-postgres-limits': { categories: 'memory', rateLimits: 'postgres', apiKeys: 'static' },
   'fastify-petstore-postgres': { categories: 'postgres', rateLimits: 'postgres', apiKeys: 'static' },
   'fastify-petstore-postgres-redis': { categories: 'postgres', rateLimits: 'redis', apiKeys: 'static' },
+  'fastify-petstore-redis-all': { categories: 'redis', rateLimits: 'redis', apiKeys: 'static' },
   'fastify-petstore-static-1000': { categories: 'memory', rateLimits: 'memory', apiKeys: 'static' },
   'fastify-petstore-managed-redis': { categories: 'memory', rateLimits: 'memory', apiKeys: 'managed-redis' },
   'fastify-petstore-managed-postgres': { categories: 'memory', rateLimits: 'memory', apiKeys: 'managed-postgres' },
 } as const satisfies Partial<Record<ServerName, { categories: Backend; rateLimits: Backend; apiKeys: ApiKeysBackend }>>;
 
 /** Servers measured in the Backends table only (API keys at scale), not in the HTTP table. */
-export const BACKENDS_ONLY_SERVERS: readonly ServerName[] = ['fastify-petstore-static-1000', 'fastify-petstore-managed-redis', 'fastify-petstore-managed-postgres'];
+export const BACKENDS_ONLY_SERVERS: readonly ServerName[] = ['fastify-petstore-redis-all', 'fastify-petstore-static-1000', 'fastify-petstore-managed-redis', 'fastify-petstore-managed-postgres'];
 export type PetstoreServerName = keyof typeof PETSTORE_BACKENDS;
 
 const isPetstoreServer = (name: ServerName): name is PetstoreServerName => Object.hasOwn(PETSTORE_BACKENDS, name);
@@ -129,11 +133,15 @@ export const POSTGRES_POOL_SIZE = 10;
  */
 export async function seedPostgres(pool: pg.Pool, schema: string): Promise<void> {
   await migratePostgres({ pool, schema });
-  const categories = postgresCategoryStore({ pool, schema });
+  await seededCategories(postgresCategoryStore({ pool, schema }), `the categories table of schema ${schema}`);
+}
+
+/** The three categories in `categories`, created there when it holds none. @throws Error when it holds others. */
+async function seededCategories(categories: CategoryStore, where: string): Promise<void> {
   if ((await categories.list()).length === 0) await createCategories(categories);
   const stored = await categories.list();
   if (JSON.stringify(stored) !== JSON.stringify(CATEGORIES)) {
-    throw new Error(`the categories table of schema ${schema} holds ${JSON.stringify(stored)}, not the benchmark's three categories`);
+    throw new Error(`${where} holds ${JSON.stringify(stored)}, not the benchmark's three categories`);
   }
 }
 
@@ -164,15 +172,18 @@ async function managedKeys(
 
 async function ourPetstore(
   name: PetstoreServerName,
-  stores: { redis: Redis | undefined; pool: pg.Pool | undefined; schema: string | undefined },
+  stores: { redis: Redis | undefined; redisKeyPrefix: string | undefined; pool: pg.Pool | undefined; schema: string | undefined },
   keys: string[],
   apiKeyStore: ApiKeyStore | undefined,
 ): Promise<Petstore> {
   const backends: { categories: Backend; rateLimits: Backend } = PETSTORE_BACKENDS[name];
-  const { redis, pool, schema } = stores;
+  const { redis, redisKeyPrefix, pool, schema } = stores;
   let categories: CategoryStore;
   if (backends.categories === 'postgres') {
     categories = postgresCategoryStore({ pool: pool as pg.Pool, schema });
+  } else if (backends.categories === 'redis') {
+    categories = redisCategoryStore({ client: redis as Redis, ...(redisKeyPrefix === undefined ? {} : { keyPrefix: redisKeyPrefix }) });
+    await seededCategories(categories, `the Redis category store of prefix ${redisKeyPrefix ?? 'petstore:'}`);
   } else {
     categories = memoryCategoryStore();
     await createCategories(categories);
@@ -278,9 +289,9 @@ export async function startServer(name: ServerName, databases: ServerDatabases, 
     if (redis) await redis.quit().catch(() => redis.disconnect());
     if (pool) await pool.end();
   };
-  const stores = { redis, pool, schema: databases.postgres?.schema };
+  const stores = { redis, redisKeyPrefix: databases.redisKeyPrefix, pool, schema: databases.postgres?.schema };
   const apiKeysBackend: ApiKeysBackend = isPetstoreServer(name) ? PETSTORE_BACKENDS[name].apiKeys : 'static';
-  const managed = apiKeysBackend === 'static' ? undefined : await managedKeys(apiKeysBackend, { ...stores, redisKeyPrefix: databases.redisKeyPrefix });
+  const managed = apiKeysBackend === 'static' ? undefined : await managedKeys(apiKeysBackend, stores);
   const apiKeyLookups = managed?.lookups ?? (() => 0);
   const closeManaged = async () => {
     await managed?.keys.close();
