@@ -45,8 +45,8 @@ export const EXPECTED_EXPORTS: Record<string, { values: string[]; types: string[
     types: ['PetstoreExpressHandlers','PetstoreExpressOptions'],
   },
   '@petstore/cli': {
-    values: ['EXIT_CODES','runCli'],
-    types: ['CliIo','ExitCode'],
+    values: ['DEPLOYMENT_REDIS_KEY','DEPLOYMENT_TABLE','EXIT_CODES','recordDeployment','runCli'],
+    types: ['CliIo','DeploymentStore','DeploymentStores','ExitCode','PetstoreDeployment'],
   },
   '@petstore/opentelemetry': {
     values: ['HTTP_SERVER_DURATION_BUCKETS_SECONDS','INSTRUMENTATION_NAME','STORE_OPERATION_DURATION_BUCKETS_SECONDS','instrumentPetstore'],
