@@ -11,13 +11,13 @@
  *
  * Default servers: fastify-petstore, fastify-peer, fastify-bare, express-petstore, express-peer, express-bare.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
-import { load, median, pinSelf, serverStats, unpinSelf } from './http-bench.js';
+import { load, median, pinSelf, serverStats, startServerProcess, unpinSelf } from './http-bench.js';
 import { SERVER_NAMES, type ServerName } from './servers.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
@@ -68,21 +68,6 @@ async function bundle(tree: string, outfile: string): Promise<void> {
   });
 }
 
-function startBundled(bundlePath: string, name: ServerName): Promise<{ port: number; child: ChildProcess }> {
-  const child = spawn('taskset', ['-c', '0', process.execPath, bundlePath], {
-    env: { ...process.env, BENCH_SERVER: name, NODE_ENV: 'production' },
-    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
-  });
-  return new Promise((resolve, reject) => {
-    let output = '';
-    child.stdout?.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-      const port = /READY (\d+)/.exec(output)?.[1];
-      if (port !== undefined) resolve({ port: Number(port), child });
-    });
-    child.once('exit', (code) => reject(new Error(`${name} exited with ${code}: ${output}`)));
-  });
-}
 
 const work = mkdtempSync(join(tmpdir(), 'petstore-compare-'));
 const servers = new Map<string, { port: number; child: ChildProcess }>();
@@ -105,7 +90,7 @@ try {
   const [load1] = loadavg();
   const pinned = pinSelf(1);
   if (!pinned) log('taskset is missing: the servers and the load generator are not pinned');
-  for (const run of runs) servers.set(run.label, await startBundled(run.bundlePath, run.name));
+  for (const run of runs) servers.set(run.label, await startServerProcess(run.name, {}, pinned ? 0 : undefined, 1, run.bundlePath));
   for (const run of runs) {
     log(`warm-up ${run.label}`);
     await load((servers.get(run.label) as { port: number }).port, 3, connections);

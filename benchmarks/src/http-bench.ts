@@ -74,15 +74,17 @@ const entry = fileURLToPath(new URL('./server-entry.ts', import.meta.url));
 /**
  * Starts one benchmark server in its own process (pinned to `cpu` when given); answers its port and the child,
  * which answers {@link serverStats} over IPC. `databases.redisUrl` is needed by the `*-redis` servers only,
- * `databases.postgres` by the `*-postgres*` ones.
+ * `databases.postgres` by the `*-postgres*` ones. `bundle`: a bundled server entry to run with Node alone (see
+ * compare.ts) instead of this checkout's server-entry.ts under tsx.
  */
 export function startServerProcess(
   name: ServerName,
   databases: ServerDatabases,
   cpu: number | undefined,
   keyCount = 1,
+  bundle?: string,
 ): Promise<{ port: number; child: ChildProcess }> {
-  const node = [process.execPath, '--import', 'tsx', entry];
+  const node = bundle === undefined ? [process.execPath, '--import', 'tsx', entry] : [process.execPath, bundle];
   const [command, ...args] = cpu === undefined ? node : ['taskset', '-c', String(cpu), ...node];
   const { redisUrl, redisKeyPrefix, postgres } = databases;
   const child = spawn(command as string, args, {

@@ -9,8 +9,9 @@
  * - Redis: the string key `petstore:deployment`, one JSON object
  *   `{ "apiKeys": …, "categories": …, "rateLimits": …, "recordedAtMs": … }`.
  */
+import { inTransaction } from '@petstore/internal';
 import type { Cluster, Redis } from 'ioredis';
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 
 /** A store the servers keep data in. */
 export type DeploymentStore = 'postgresql' | 'redis';
@@ -67,10 +68,8 @@ export async function recordDeployment(deployment: PetstoreDeployment, stores: D
     if (typeof store !== 'string' || !STORES.includes(store)) throw new TypeError(`recordDeployment: deployment.${kind} must be 'postgresql' or 'redis'`);
   }
   if (stores.pool !== undefined) {
-    const client = await stores.pool.connect();
-    let failure: Error | undefined;
-    try {
-      await client.query('BEGIN');
+    const pool = stores.pool;
+    await inTransaction(() => pool.connect(), async (client) => {
       await createTable(client);
       const recordedAt = new Date(nowMs);
       await client.query(
@@ -78,14 +77,7 @@ export async function recordDeployment(deployment: PetstoreDeployment, stores: D
 ON CONFLICT (data) DO UPDATE SET kept_in = EXCLUDED.kept_in, recorded_at = EXCLUDED.recorded_at`,
         [...KINDS.flatMap((kind) => [kind, deployment[kind]]), recordedAt],
       );
-      await client.query('COMMIT');
-    } catch (error) {
-      failure = error instanceof Error ? error : new Error(String(error));
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release(failure);
-    }
+    });
   }
   if (stores.redis !== undefined) {
     const record = { ...Object.fromEntries(KINDS.map((kind) => [kind, deployment[kind]])), recordedAtMs: nowMs };
@@ -98,7 +90,7 @@ ON CONFLICT (data) DO UPDATE SET kept_in = EXCLUDED.kept_in, recorded_at = EXCLU
  * every table afterwards can read the record the servers write later). Checked first, so a role without the
  * CREATE right writes rows into a table that exists. Inside the caller's transaction.
  */
-async function createTable(client: { query(sql: string, values?: unknown[]): Promise<{ rows: Array<Record<string, unknown>> }> }): Promise<void> {
+async function createTable(client: PoolClient): Promise<void> {
   await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [ADVISORY_LOCK_NAME]);
   const { rows } = await client.query('SELECT to_regclass($1) IS NOT NULL AS present', [QUALIFIED_TABLE]);
   if (rows[0]?.['present'] === true) return;
@@ -111,19 +103,7 @@ async function createTable(client: { query(sql: string, values?: unknown[]): Pro
 
 /** Creates the record's table when missing, in a transaction of its own. Internal: `petstore migrate`. */
 export async function createDeploymentTable(pool: Pool): Promise<void> {
-  const client = await pool.connect();
-  let failure: Error | undefined;
-  try {
-    await client.query('BEGIN');
-    await createTable(client);
-    await client.query('COMMIT');
-  } catch (error) {
-    failure = error instanceof Error ? error : new Error(String(error));
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release(failure);
-  }
+  await inTransaction(() => pool.connect(), createTable);
 }
 
 /** A record that this release cannot read (written by a newer one, or changed by hand). */

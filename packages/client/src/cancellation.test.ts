@@ -135,7 +135,11 @@ describe('signal', () => {
 });
 
 describe('attemptTimeoutMs', () => {
-  /** Attempt timers on vitest's fake timers; waits between attempts stay on the scripted client's fake clock. */
+  /**
+   * Attempt timers on vitest's fake timers; waits between attempts stay on the scripted client's fake clock. The
+   * tests advance by the attempts' own time, never `runAllTimers`: files share a worker (isolate: false), and a
+   * timer another file left armed (undici's keep-alive tick re-arms itself) would run forever on a fake clock.
+   */
   const fakeTimers = () => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
 
   it('a GET that never answers is aborted once attemptTimeoutMs has passed, not before, and retried', async () => {
@@ -161,7 +165,7 @@ describe('attemptTimeoutMs', () => {
     fakeTimers();
     const { client, requests } = setup([neverAnswers], { attemptTimeoutMs: 1_000, retry: { maxAttempts: 2 } });
     const pending = rejection(client.listCategories());
-    await vi.runAllTimersAsync();
+    await vi.advanceTimersByTimeAsync(2 * 1_000); // two attempts, each aborted at its 1,000 ms
     const error = await pending;
     expect(error).toMatchObject({ code: 'timeout', status: 0, attempts: 2 });
     expect(error.message).toContain('timed out after 1000 ms');
@@ -173,7 +177,7 @@ describe('attemptTimeoutMs', () => {
     fakeTimers();
     const { client } = setup([step], { attemptTimeoutMs: 1_000, retry: { maxAttempts: 1 } });
     const pending = rejection(client.listCategories());
-    await vi.runAllTimersAsync();
+    await vi.advanceTimersByTimeAsync(1_000);
     expect(await pending).toMatchObject({ code: 'timeout', attempts: 1 });
   });
 
@@ -182,7 +186,7 @@ describe('attemptTimeoutMs', () => {
     const slowBody: ScriptStep = { status: 200, headers: rateLimitHeaders(60, 59, 1_800_000_060), bodyHangs: true };
     const { client, requests } = setup([slowBody], { attemptTimeoutMs: 1_000, retry: { maxAttempts: 1 } });
     const pending = rejection(client.listCategories());
-    await vi.runAllTimersAsync();
+    await vi.advanceTimersByTimeAsync(1_000);
     expect(await pending).toMatchObject({ code: 'timeout', status: 0, attempts: 1 });
     expect(requests[0]?.init.signal?.aborted).toBe(true);
     expect(client.lastRateLimit).toEqual({ limit: 60, remaining: 59, resetAtSeconds: 1_800_000_060 });
@@ -192,7 +196,7 @@ describe('attemptTimeoutMs', () => {
     fakeTimers();
     const { client, requests } = setup([neverAnswers, created], { attemptTimeoutMs: 1_000 });
     const pending = client.createCategory({ name: 'Dogs' });
-    await vi.runAllTimersAsync();
+    await vi.advanceTimersByTimeAsync(1_000);
     await expect(pending).resolves.toEqual({ id: 1, name: 'Dogs' });
     expect(requests).toHaveLength(2);
     expect(requests[0]?.init.signal?.aborted).toBe(true);

@@ -8,4 +8,5 @@ export { cachePerPolicy } from './policy-cache.js';
 export { storedKeyText } from './stored-key-text.js';
 export { createTurnBatches } from './turn-batches.js';
 export { describeError } from './describe-error.js';
+export { inTransaction, type TransactionClient } from './in-transaction.js';
 export { redactSecrets, redactUrl } from './redact.js';

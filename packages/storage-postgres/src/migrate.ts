@@ -2,6 +2,7 @@
  * The migration runner: the version table, the advisory lock and the transaction around the steps of
  * {@link postgresMigrations} (migrations.ts holds their SQL).
  */
+import { inTransaction } from '@petstore/internal';
 import type { Pool } from 'pg';
 import { postgresMigrations, type PostgresMigration } from './migrations.js';
 import { DEFAULT_SCHEMA, migrationsTableName, schemaName, type PostgresSchemaOptions } from './names.js';
@@ -39,10 +40,8 @@ export async function migratePostgres(options: MigratePostgresOptions): Promise<
   const migrations = postgresMigrations(options);
   const schema = schemaName(options);
   const versions = migrationsTableName(options);
-  const client = await options.pool.connect();
-  let failure: Error | undefined;
-  try {
-    await client.query('BEGIN');
+  // One transaction under the advisory lock; a connection that failed is closed rather than returned to the pool.
+  return inTransaction(() => options.pool.connect(), async (client) => {
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [ADVISORY_LOCK_NAME]);
     const exists = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [options.schema ?? DEFAULT_SCHEMA]);
     if (exists.rowCount === 0) await client.query(`CREATE SCHEMA ${schema}`);
@@ -65,14 +64,6 @@ export async function migratePostgres(options: MigratePostgresOptions): Promise<
       ]);
       applied.push({ table: migration.table, version: migration.version, description: migration.description });
     }
-    await client.query('COMMIT');
     return { applied };
-  } catch (error) {
-    failure = error instanceof Error ? error : new Error(String(error));
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    // A connection that failed is closed rather than returned to the pool.
-    client.release(failure);
-  }
+  });
 }
