@@ -49,14 +49,17 @@ export {
 } from './auth/managed-api-keys.js';
 export type { ApiKeyRecord, ApiKeyRecordChange, ApiKeyRecordStore, ApiKeyRecordWatcher } from './auth/api-key-records.js';
 export { MAX_API_KEY_LENGTH } from './auth/bearer.js';
-export type {
-  BanPolicy,
-  ConsumeRequest,
-  ConsumeResult,
-  RateLimitSnapshot,
-  RateLimitStore,
-  RateLimitWindow,
-  WindowUsage,
+export {
+  MAX_LIMIT_TIMES_WINDOW_MS,
+  RATE_LIMIT_ALGORITHMS,
+  type BanPolicy,
+  type ConsumeRequest,
+  type ConsumeResult,
+  type RateLimitAlgorithm,
+  type RateLimitSnapshot,
+  type RateLimitStore,
+  type RateLimitWindow,
+  type WindowUsage,
 } from './rate-limit/types.js';
 export {
   decideConsume,
@@ -66,8 +69,8 @@ export {
   type ConsumeDecision,
   type RateLimitState,
   type WindowCounter,
-} from './rate-limit/fixed-window.js';
-export { DAY_MS, DEFAULT_ANONYMOUS_LIMITS, DEFAULT_BAN_POLICY, DEFAULT_PLAN_LIMITS, MINUTE_MS } from './rate-limit/plans.js';
+} from './rate-limit/decide.js';
+export { DAY_MS, DEFAULT_ANONYMOUS_LIMITS, DEFAULT_BAN_POLICY, DEFAULT_PLAN_LIMITS, MINUTE_MS, type PlanPolicy } from './rate-limit/plans.js';
 export { rateLimitHeaders, retryAfterSeconds, standardRateLimitHeaders } from './rate-limit/headers.js';
 export { DEFAULT_IPV6_SUBNET, UNKNOWN_CLIENT_ADDRESS } from './rate-limit/client-address.js';
 export {

@@ -65,6 +65,17 @@ export const PlanLimitsSchema = object(
   '{ requestsPerMinute, requestsPerDay } (whole numbers >= 0)',
 );
 
+const AlgorithmSchema = v.picklist(['fixed', 'sliding', 'gcra'], "must be 'fixed', 'sliding' or 'gcra'");
+
+/**
+ * A plan's entry in `plans` (and `anonymous`): its limits and, optionally, the algorithm its windows count by
+ * (default: `algorithm` of the rate-limit options, else `fixed`).
+ */
+export const PlanPolicySchema = object(
+  { requestsPerMinute: wholeNumber(0), requestsPerDay: wholeNumber(0), algorithm: v.optional(AlgorithmSchema) },
+  "{ requestsPerMinute, requestsPerDay } (whole numbers >= 0), and optionally algorithm ('fixed', 'sliding' or 'gcra')",
+);
+
 const RateLimitStoreSchema = implementing('a RateLimitStore (an object with consume(key, request), peek(key, nowMs) and reset(key))', [
   'consume',
   'peek',
@@ -76,7 +87,7 @@ const InsuranceStoreSchema = implementing('a RateLimitStore (an object with cons
 
 const planNames = PLAN_NAMES.join(', ');
 const PlansSchema = v.strictObject(
-  Object.fromEntries(PLAN_NAMES.map((plan) => [plan, v.optional(PlanLimitsSchema)])),
+  Object.fromEntries(PLAN_NAMES.map((plan) => [plan, v.optional(PlanPolicySchema)])),
   (issue) => (issue.expected === 'never' ? `is not a plan (plans: ${planNames})` : 'must be an object of plans'),
 );
 
@@ -102,8 +113,9 @@ const ClockSchema = implementing('a clock (an object with now(), Unix epoch ms)'
 const rateLimitEntries = {
   store: RateLimitStoreSchema,
   anonymousStore: v.optional(RateLimitStoreSchema),
+  algorithm: v.optional(AlgorithmSchema),
   plans: v.optional(PlansSchema),
-  anonymous: v.optional(PlanLimitsSchema),
+  anonymous: v.optional(PlanPolicySchema),
   ban: v.optional(BanSchema),
   onStoreFailure: v.optional(StoreFailureSchema),
   onStoreError: v.optional(method('a function (error) => void')),

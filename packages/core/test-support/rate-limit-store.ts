@@ -2,7 +2,7 @@
  * An in-test {@link RateLimitStore}: a Map of states to which {@link decideConsume} is applied in one
  * synchronous step, so concurrent calls are atomic per key. For this package's own tests only; not exported.
  */
-import { decideConsume, peekState, type RateLimitState } from '../src/rate-limit/fixed-window.js';
+import { decideConsume, peekState, type RateLimitState } from '../src/rate-limit/decide.js';
 import type { RateLimitStore } from '../src/rate-limit/types.js';
 
 /** A {@link RateLimitStore} that also tells which keys it holds. */

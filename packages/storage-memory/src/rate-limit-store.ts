@@ -1,6 +1,7 @@
 import {
   decideConsume,
   peekState,
+  RATE_LIMIT_ALGORITHMS,
   systemClock,
   type Clock,
   type RateLimitState,
@@ -58,7 +59,8 @@ export const DEFAULT_MAX_KEYS = 100_000;
  * it answers its promise, so it is atomic per key within the process. `peek` reads a record at the time it is
  * given (`peekState` from the core) without touching it; `reset` deletes it. Every entry expires when its last window (or ban) ends: no timer per key, and no
  * `setTimeout` limit on day- or month-long windows; an expired entry is dropped when read, evicted or purged. State is per
- * instance; several processes do not share it (use a networked store for that).
+ * instance; several processes do not share it (use a networked store for that). It implements every algorithm
+ * (`fixed`, `sliding`, `gcra`).
  *
  * @throws TypeError when `maxKeys` is not a whole number ≥ 1.
  */
@@ -79,6 +81,7 @@ export function memoryRateLimitStore(options: MemoryRateLimitStoreOptions = {}):
   const isLive = (entry: Entry, nowMs: number) => entry.expiresAtMs > nowMs;
   return {
     backend: 'memory',
+    algorithms: RATE_LIMIT_ALGORITHMS,
     get size() {
       return cache.size;
     },

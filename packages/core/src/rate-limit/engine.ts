@@ -9,8 +9,17 @@ import { RateLimiterOptionsSchema, assertOptions } from '../options.js';
 import { PetstoreError } from '../errors.js';
 import { traceStoreCall } from '../diagnostics.js';
 import { rateLimitHeaders, retryAfterSeconds, standardRateLimitHeaders } from './headers.js';
-import { DEFAULT_ANONYMOUS_LIMITS, DEFAULT_BAN_POLICY, DEFAULT_PLAN_LIMITS, assertPlanLimits, windowsForLimits } from './plans.js';
-import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitSnapshot, RateLimitStore, RateLimitWindow, WindowUsage } from './types.js';
+import { DEFAULT_ANONYMOUS_LIMITS, DEFAULT_BAN_POLICY, DEFAULT_PLAN_LIMITS, assertPlanLimits, windowsForLimits, type PlanPolicy } from './plans.js';
+import type {
+  BanPolicy,
+  ConsumeRequest,
+  ConsumeResult,
+  RateLimitAlgorithm,
+  RateLimitSnapshot,
+  RateLimitStore,
+  RateLimitWindow,
+  WindowUsage,
+} from './types.js';
 
 /** Options of {@link createRateLimiter}. */
 export interface RateLimiterOptions {
@@ -26,10 +35,22 @@ export interface RateLimiterOptions {
    * (a shared store such as Redis, where keys are not evicted for lack of room).
    */
   anonymousStore?: RateLimitStore;
-  /** Limits per plan; missing plans fall back to {@link DEFAULT_PLAN_LIMITS}. */
-  plans?: Partial<Record<PlanName, PlanLimits>>;
-  /** Limits per client address for callers without a valid key. Default {@link DEFAULT_ANONYMOUS_LIMITS}. */
-  anonymous?: PlanLimits;
+  /**
+   * The algorithm every window counts by, unless its plan names another (see {@link RateLimitAlgorithm}):
+   * `fixed` (default), `sliding` or `gcra`. The store must list it in its `algorithms` (checked at creation).
+   * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#algorithms
+   */
+  algorithm?: RateLimitAlgorithm;
+  /**
+   * Limits per plan, each optionally with its own `algorithm`; missing plans fall back to
+   * {@link DEFAULT_PLAN_LIMITS} (counted by `algorithm`). A key with custom `limits` counts by its plan's algorithm.
+   */
+  plans?: Partial<Record<PlanName, PlanPolicy>>;
+  /**
+   * Limits per client address for callers without a valid key, optionally with their own `algorithm`. Default
+   * {@link DEFAULT_ANONYMOUS_LIMITS}, counted by `algorithm`.
+   */
+  anonymous?: PlanPolicy;
   /** Temporary ban policy, or `false` to turn bans off. Default {@link DEFAULT_BAN_POLICY}. */
   ban?: BanPolicy | false;
   /** Source of time (Unix epoch ms). Default: the system clock. */
@@ -66,7 +87,7 @@ export interface RateLimiterOptions {
  */
 export type StoreFailurePolicy =
   | { mode: 'fail-closed'; retryAfterSeconds?: number }
-  | { mode: 'fail-open'; insuranceStore: Pick<RateLimitStore, 'consume'> };
+  | { mode: 'fail-open'; insuranceStore: Pick<RateLimitStore, 'consume' | 'algorithms'> };
 
 /** Default `Retry-After` of a fail-closed 503, in seconds. */
 export const DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS = 5;
@@ -167,8 +188,13 @@ export function assertCost(cost: unknown, what: string): asserts cost is number 
  * Internal: not exported from the package.
  */
 export function createRateLimitEngine(options: RateLimiterOptions): RateLimiter {
-  const planLimits = { ...DEFAULT_PLAN_LIMITS, ...options.plans };
-  const anonymousWindows = frozenWindows(options.anonymous ?? DEFAULT_ANONYMOUS_LIMITS);
+  const defaultAlgorithm = options.algorithm ?? 'fixed';
+  const planLimits: Record<string, PlanPolicy> = { ...DEFAULT_PLAN_LIMITS, ...options.plans };
+  const algorithmOf = (policy: PlanPolicy): RateLimitAlgorithm => policy.algorithm ?? defaultAlgorithm;
+  const anonymousPolicy = options.anonymous ?? DEFAULT_ANONYMOUS_LIMITS;
+  for (const [plan, policy] of Object.entries(planLimits)) assertPlanLimits(policy, `rateLimit.plans.${plan}`, algorithmOf(policy));
+  assertPlanLimits(anonymousPolicy, 'rateLimit.anonymous', algorithmOf(anonymousPolicy));
+  const anonymousWindows = frozenWindows(anonymousPolicy, algorithmOf(anonymousPolicy));
   const givenBan = options.ban === false ? undefined : (options.ban ?? DEFAULT_BAN_POLICY);
   const ipv6Subnet = options.ipv6Subnet ?? DEFAULT_IPV6_SUBNET;
   // A frozen copy, like the windows: stores may build what they send for a policy once (the Redis store does).
@@ -177,7 +203,7 @@ export function createRateLimitEngine(options: RateLimiterOptions): RateLimiter 
   // principal objects), not per request. Custom limits are checked when first seen, so a broken record
   // fails closed (500) instead of leaving a window unlimited.
   const planWindows = new Map(
-    Object.entries(planLimits).map(([plan, limits]) => [plan, frozenWindows(limits)] as const),
+    Object.entries(planLimits).map(([plan, limits]) => [plan, frozenWindows(limits, algorithmOf(limits))] as const),
   );
   const customWindows = new WeakMap<PlanLimits, RateLimitWindow[]>();
   function windowsOf(principal: Principal): RateLimitWindow[] {
@@ -189,8 +215,11 @@ export function createRateLimitEngine(options: RateLimiterOptions): RateLimiter 
     }
     let windows = customWindows.get(custom);
     if (windows === undefined) {
-      assertPlanLimits(custom, 'principal.limits');
-      windows = frozenWindows(custom);
+      // Custom limits count by the algorithm of the principal's plan.
+      const plan = planLimits[principal.plan];
+      const algorithm = plan === undefined || !Object.hasOwn(planLimits, principal.plan) ? defaultAlgorithm : algorithmOf(plan);
+      assertPlanLimits(custom, 'principal.limits', algorithm);
+      windows = frozenWindows(custom, algorithm);
       customWindows.set(custom, windows);
     }
     return windows;
@@ -198,6 +227,14 @@ export function createRateLimitEngine(options: RateLimiterOptions): RateLimiter 
   const anonymousStore = options.anonymousStore ?? options.store.newStore?.() ?? options.store;
   const { clock = systemClock, store, standardHeaders = false, onStoreError } = options;
   const failure = options.onStoreFailure ?? { mode: 'fail-closed' };
+  // A store that does not implement an algorithm would count its windows as fixed ones: refused here instead.
+  const used = new Set<RateLimitAlgorithm>([defaultAlgorithm, ...Object.values(planLimits).map(algorithmOf)]);
+  const usedByAnonymous = algorithmOf(anonymousPolicy);
+  assertImplements(store, 'rateLimit.store', used);
+  assertImplements(anonymousStore, options.anonymousStore === undefined ? 'the anonymous store (rateLimit.store.newStore())' : 'rateLimit.anonymousStore', new Set([usedByAnonymous]));
+  if (failure.mode === 'fail-open') {
+    assertImplements(failure.insuranceStore, 'rateLimit.onStoreFailure.insuranceStore', new Set([...used, usedByAnonymous]));
+  }
   const failClosedRetryAfterSeconds =
     failure.mode === 'fail-closed'
       ? (failure.retryAfterSeconds ?? DEFAULT_STORE_FAILURE_RETRY_AFTER_SECONDS)
@@ -327,6 +364,19 @@ export function createRateLimitEngine(options: RateLimiterOptions): RateLimiter 
 }
 
 /** The windows of some limits, frozen: one array is shared by every request of a plan. */
-function frozenWindows(limits: PlanLimits): RateLimitWindow[] {
-  return Object.freeze(windowsForLimits(limits).map((window) => Object.freeze(window))) as RateLimitWindow[];
+function frozenWindows(limits: PlanLimits, algorithm: RateLimitAlgorithm): RateLimitWindow[] {
+  return Object.freeze(windowsForLimits(limits, algorithm).map((window) => Object.freeze(window))) as RateLimitWindow[];
+}
+
+/**
+ * Checks that a store implements every algorithm it will be asked for (`store.algorithms`; absent: `fixed` only).
+ * @throws TypeError naming the store and the algorithm.
+ */
+function assertImplements(store: Pick<RateLimitStore, 'algorithms'>, what: string, algorithms: ReadonlySet<RateLimitAlgorithm>): void {
+  const implemented: readonly RateLimitAlgorithm[] = store.algorithms ?? ['fixed'];
+  for (const algorithm of algorithms) {
+    if (!implemented.includes(algorithm)) {
+      throw new TypeError(`${what} does not implement the ${algorithm} algorithm (it implements: ${implemented.join(', ')}); choose a store that lists it in algorithms`);
+    }
+  }
 }

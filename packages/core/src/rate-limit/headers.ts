@@ -32,14 +32,17 @@ export function ceilSeconds(ms: number): number {
 
 /**
  * When a rejected caller can next be admitted for the same cost, Unix epoch ms: the latest of the ban's end
- * (when banned) and the reset of every window with less left than `cost` units (default 1: every exhausted
- * window). `undefined` for an admitted request.
+ * (when banned) and, for every window with less left than `cost` units (default 1: every exhausted window), when
+ * it has room again (its `retryAtMs` where the algorithm reports one — sliding, gcra — else its reset).
+ * `undefined` for an admitted request.
  */
 export function blockedUntilMs(result: ConsumeResult, cost = 1): number | undefined {
   if (result.allowed) return undefined;
   let untilMs = result.reason === 'banned' ? Math.max(result.nowMs, result.bannedUntilMs) : result.nowMs;
   for (const window of result.windows) {
-    if (window.remaining < cost && window.resetAtMs > untilMs) untilMs = window.resetAtMs;
+    if (window.remaining >= cost) continue;
+    const atMs = window.retryAtMs ?? window.resetAtMs;
+    if (atMs > untilMs) untilMs = atMs;
   }
   return untilMs;
 }

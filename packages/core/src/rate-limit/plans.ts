@@ -2,7 +2,7 @@
  * The account plans and the windows they turn into.
  */
 import type { PlanLimits, PlanName } from '../auth/principal.js';
-import type { BanPolicy, RateLimitWindow } from './types.js';
+import { MAX_LIMIT_TIMES_WINDOW_MS, type BanPolicy, type RateLimitAlgorithm, type RateLimitWindow } from './types.js';
 
 /** One minute in milliseconds. */
 export const MINUTE_MS = 60_000;
@@ -43,25 +43,43 @@ export const DEFAULT_BAN_POLICY: Readonly<BanPolicy> = Object.freeze({
   durationMs: 15 * MINUTE_MS,
 });
 
-/** The two windows of a plan: `minute` (60,000 ms) and `day` (86,400,000 ms). */
-export function windowsForLimits(limits: PlanLimits): RateLimitWindow[] {
-  return [
-    { name: 'minute', limit: limits.requestsPerMinute, windowMs: MINUTE_MS },
-    { name: 'day', limit: limits.requestsPerDay, windowMs: DAY_MS },
-  ];
+/**
+ * A plan's entry in `rateLimit.plans` (and `rateLimit.anonymous`): its limits, and the algorithm both its windows
+ * count by (default: `rateLimit.algorithm`, else `fixed`).
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#algorithms
+ */
+export interface PlanPolicy extends PlanLimits {
+  algorithm?: RateLimitAlgorithm;
 }
 
 /**
- * Checks limits from configuration.
- * @throws TypeError when a limit is missing or not a whole number ≥ 0.
+ * The two windows of a plan: `minute` (60,000 ms) and `day` (86,400,000 ms), counted by `algorithm` (a `fixed`
+ * window carries no `algorithm` field).
  */
-export function assertPlanLimits(limits: PlanLimits, what: string): void {
+export function windowsForLimits(limits: PlanLimits, algorithm: RateLimitAlgorithm = 'fixed'): RateLimitWindow[] {
+  const windows: RateLimitWindow[] = [
+    { name: 'minute', limit: limits.requestsPerMinute, windowMs: MINUTE_MS },
+    { name: 'day', limit: limits.requestsPerDay, windowMs: DAY_MS },
+  ];
+  if (algorithm !== 'fixed') for (const window of windows) window.algorithm = algorithm;
+  return windows;
+}
+
+/**
+ * Checks limits from configuration, for the algorithm that will count them.
+ * @throws TypeError when a limit is missing or not a whole number ≥ 0, or, for `sliding` and `gcra`, when
+ *   `requestsPerMinute × 60,000` or `requestsPerDay × 86,400,000` exceeds 2^50 (their arithmetic stays exact).
+ */
+export function assertPlanLimits(limits: PlanLimits, what: string, algorithm: RateLimitAlgorithm = 'fixed'): void {
   if (typeof limits !== 'object' || limits === null) throw new TypeError(`${what} must be an object`);
   // Named fields, not Object.entries: a missing field would otherwise pass and leave its window unlimited.
-  for (const field of ['requestsPerMinute', 'requestsPerDay'] as const) {
+  for (const [field, windowMs] of [['requestsPerMinute', MINUTE_MS], ['requestsPerDay', DAY_MS]] as const) {
     const value = limits[field];
     if (!Number.isSafeInteger(value) || value < 0) {
       throw new TypeError(`${what}: ${field} must be a whole number >= 0, got ${String(value)}`);
+    }
+    if (algorithm !== 'fixed' && value * windowMs > MAX_LIMIT_TIMES_WINDOW_MS) {
+      throw new TypeError(`${what}: ${field} must be at most ${Math.floor(MAX_LIMIT_TIMES_WINDOW_MS / windowMs)} for the ${algorithm} algorithm, got ${value}`);
     }
   }
 }

@@ -4,24 +4,50 @@
 import type { StoreBackend } from '../diagnostics.js';
 
 /**
- * One fixed window of a quota: at most `limit` units per `windowMs` milliseconds. A request is charged its
- * cost in units (1 unless the operation costs more: `rateLimit.cost`).
+ * How a window counts (the rate-limit algorithm), chosen per plan:
  *
- * Windows align to the Unix epoch: a window of `windowMs` starts at every multiple of `windowMs` since
- * 1970-01-01T00:00:00Z. A minute window starts at second :00 of every minute; a day window at 00:00 UTC.
- * `name` identifies the counter: usage is kept per name, so changing the `limit` of a name (a plan change)
- * keeps the usage already counted.
+ * - `fixed` (the default): windows aligned to the Unix epoch, each counting from 0. Cheapest; a caller can use
+ *   a whole window's quota at the end of one window and again at the start of the next (2 × `limit` within
+ *   moments).
+ * - `sliding`: the sliding-window approximation: the current epoch-aligned window's units plus the previous
+ *   window's units weighted by how much of it still overlaps the last `windowMs`. Any interval of length `t <=
+ *   windowMs` admits at most `limit + floor(limit × t / windowMs)` units.
+ * - `gcra`: the generic cell rate algorithm (a leaky bucket): `limit` units per `windowMs` at a steady rate, with
+ *   a burst of up to `limit` at once. Any interval of length `t` admits at most `limit + ceil(limit × t / windowMs)`
+ *   units.
+ *
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#algorithms
+ */
+export type RateLimitAlgorithm = 'fixed' | 'sliding' | 'gcra';
+
+/** The algorithms, in the order the docs list them. */
+export const RATE_LIMIT_ALGORITHMS: readonly RateLimitAlgorithm[] = Object.freeze(['fixed', 'sliding', 'gcra'] as const);
+
+/**
+ * One window of a quota: at most `limit` units per `windowMs` milliseconds, counted by `algorithm`. A request is
+ * charged its cost in units (1 unless the operation costs more: `rateLimit.cost`).
+ *
+ * Fixed windows align to the Unix epoch: a window of `windowMs` starts at every multiple of `windowMs` since
+ * 1970-01-01T00:00:00Z. A minute window starts at second :00 of every minute; a day window at 00:00 UTC. The
+ * sliding window weighs the epoch-aligned windows; GCRA has no window boundaries.
+ * `name` identifies the counter: usage is kept per name, so changing the `limit` (or the `algorithm`) of a name
+ * (a plan change) keeps the usage already counted.
  *
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#windows
  */
 export interface RateLimitWindow {
   /** The counter's name; unique within one request (`minute`, `day`). */
   name: string;
-  /** Units admitted per window; a whole number ≥ 0. */
+  /** Units admitted per window; a whole number ≥ 0. For `sliding` and `gcra`, `limit × windowMs` is at most 2^50. */
   limit: number;
   /** Window length in milliseconds; a whole number ≥ 1. */
   windowMs: number;
+  /** How the window counts; absent means `fixed`. */
+  algorithm?: RateLimitAlgorithm;
 }
+
+/** The largest `limit × windowMs` of a `sliding` or `gcra` window: keeps their whole-number arithmetic exact. */
+export const MAX_LIMIT_TIMES_WINDOW_MS = 2 ** 50;
 
 /**
  * Temporary ban: when `rejectedThreshold` requests of one ban subject (an API key; an anonymous caller) are
@@ -68,8 +94,17 @@ export interface WindowUsage {
   used: number;
   /** `max(0, limit - used)`. */
   remaining: number;
-  /** When the current window ends and its count resets, Unix epoch ms. */
+  /**
+   * When the window has its whole quota back, Unix epoch ms: `fixed`, the end of the current window; `sliding`,
+   * the end of the next window while the current one counts units, else the end of the current one; `gcra`, the
+   * theoretical arrival time.
+   */
   resetAtMs: number;
+  /**
+   * Only in a rejected result, on a `sliding` or `gcra` window with less than the cost left: when it next admits
+   * the same cost if nothing else is charged meanwhile, Unix epoch ms. A fixed window admits again at `resetAtMs`.
+   */
+  retryAtMs?: number;
 }
 
 /**
@@ -127,6 +162,11 @@ export interface RateLimitStore {
    * `memory` in process memory), reported on the `petstore:store` diagnostics channel; `custom` when absent.
    */
   readonly backend?: StoreBackend;
+  /**
+   * Optional: the algorithms its `consume` implements (see {@link RateLimitAlgorithm}); absent means `fixed`
+   * only. The engine refuses, at creation, a plan whose algorithm its store does not list.
+   */
+  readonly algorithms?: readonly RateLimitAlgorithm[];
   consume(key: string, request: ConsumeRequest): Promise<ConsumeResult>;
   /**
    * The record of `key` as it stands at `nowMs` (Unix epoch ms; a store deciding by its own clock reads at that

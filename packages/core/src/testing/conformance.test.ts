@@ -5,7 +5,7 @@
  * a rejected request that charges, a ban one rejection late, a window boundary off by a millisecond, …).
  */
 import { describe, expect, it } from 'vitest';
-import { decideConsume, peekState, type ConsumeDecision, type RateLimitState } from '../rate-limit/fixed-window.js';
+import { decideConsume, peekState, type ConsumeDecision, type RateLimitState } from '../rate-limit/decide.js';
 import { NO_PEEK_RESET, testRateLimitStore } from '../../test-support/rate-limit-store.js';
 import type { ConsumeRequest, RateLimitStore, WindowUsage } from '../rate-limit/types.js';
 import type { Category } from '../schemas.js';

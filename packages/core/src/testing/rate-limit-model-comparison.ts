@@ -11,7 +11,7 @@
  * ```
  */
 import assert from 'node:assert/strict';
-import { decideConsume, peekState, windowStartMs, type BanState, type RateLimitState, type WindowCounter } from '../rate-limit/fixed-window.js';
+import { decideConsume, peekState, windowStartMs, type BanState, type RateLimitState, type WindowCounter } from '../rate-limit/decide.js';
 import { DAY_MS, MINUTE_MS } from '../rate-limit/plans.js';
 import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitStore, RateLimitWindow } from '../rate-limit/types.js';
 import { seededRandom } from './seeded-random.js';

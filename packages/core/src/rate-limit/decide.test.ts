@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decideConsume, peekState, windowStartMs, type RateLimitState } from './fixed-window.js';
+import { decideConsume, peekState, windowStartMs, type RateLimitState } from './decide.js';
 import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitWindow, WindowUsage } from './types.js';
 import { seededRandom } from '../testing/seeded-random.js';
 

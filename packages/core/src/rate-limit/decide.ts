@@ -1,6 +1,6 @@
 /**
- * The fixed-window decision as a pure function of stored state, the request and `now`: the model every store
- * mirrors.
+ * The rate-limit decision as a pure function of stored state, the request and `now`: the model every store
+ * mirrors, for every algorithm (`fixed` inline here; `sliding` and `gcra` in window-algorithms.ts).
  *
  * Stores hold a {@link RateLimitState} per record (`account:<accountId>`, `anon:<address>`) and apply
  * {@link decideConsume} atomically (a memory store in one synchronous step; a networked store in one
@@ -9,21 +9,33 @@
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#rate-limits
  */
 import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitSnapshot, WindowUsage } from './types.js';
+import { chargeCounter, counterAt, counterEndMs, heldUnitMs, retryAtMsOf, usageOf } from './window-algorithms.js';
 
 /**
- * One window's counter as the store keeps it: the epoch-aligned start of the window it counts, the units
- * counted, and the window's limit and length as of the last request that charged it (so `peek` can tell what is
- * left without knowing the caller's plan).
+ * One window's counter as the store keeps it, and the limit and length as of the last request that charged it
+ * (so `peek` can tell what is left without knowing the caller's plan). What `startMs` and `count` hold depends on
+ * the window's algorithm (see {@link RateLimitAlgorithm}):
+ *
+ * - `fixed` (no `algorithm` field): `startMs` is the start of the epoch-aligned window counted (a multiple of
+ *   `windowMs`), `count` the units counted in it.
+ * - `sliding`: the same, plus `previousCount`, the units counted in the window just before `startMs`.
+ * - `gcra`: `startMs` is when the counter was last charged, `count` the work still outstanding then in
+ *   unit-milliseconds (units × `windowMs`; it drains at `limit` per millisecond). The theoretical arrival time is
+ *   `startMs + count / limit`. Whole numbers throughout, so every store decides exactly alike.
  */
 export interface WindowCounter {
-  /** Start of the window counted, Unix epoch ms (a multiple of `windowMs`). */
+  /** `fixed`, `sliding`: start of the window counted; `gcra`: when last charged. Unix epoch ms. */
   startMs: number;
-  /** Units counted in that window. */
+  /** `fixed`, `sliding`: units counted in that window; `gcra`: outstanding unit-milliseconds at `startMs`. */
   count: number;
   /** Units admitted per window, as last charged. */
   limit: number;
   /** Window length in ms, as last charged. */
   windowMs: number;
+  /** The algorithm that wrote the counter; absent for `fixed`. */
+  algorithm?: 'sliding' | 'gcra';
+  /** `sliding` only: units counted in the window before `startMs` (`startMs - windowMs` to `startMs`). */
+  previousCount?: number;
 }
 
 /** The ban state of one ban subject (an API key's `keyId` inside its account's record; `''` for an anonymous record). */
@@ -93,7 +105,7 @@ function expiryOf(state: RateLimitState, nowMs: number, ban: BanPolicy | undefin
   let expiresAtMs = nowMs;
   for (const name of Object.keys(state.counters)) {
     const counter = state.counters[name] as WindowCounter;
-    const endMs = counter.startMs + counter.windowMs;
+    const endMs = counter.algorithm === undefined ? counter.startMs + counter.windowMs : counterEndMs(counter);
     if (endMs > expiresAtMs) expiresAtMs = endMs;
   }
   for (const subject of Object.keys(state.bans)) {
@@ -109,13 +121,15 @@ function expiryOf(state: RateLimitState, nowMs: number, ban: BanPolicy | undefin
 /**
  * Decides one consume for one record, on behalf of one ban subject (`request.banSubject`).
  *
- * 1. Counters: each window of the request counts the window of its length holding `nowMs` (epoch-aligned); a
- *    stored counter counts only when its start and length are those, else it reads 0. The new counter records the
- *    request's `limit` and `windowMs`. Windows absent from the request are dropped from the state.
+ * 1. Counters: a `fixed` window of the request counts the window of its length holding `nowMs` (epoch-aligned);
+ *    a stored counter counts only when its start and length are those, else it reads 0. A `sliding` or `gcra`
+ *    window carries its counter to `nowMs` (window-algorithms.ts); a counter another algorithm wrote for the same
+ *    length counts the units it holds at `nowMs`, rounded up. The new counter records the request's `limit` and
+ *    `windowMs`. Windows absent from the request are dropped from the state.
  * 2. While the subject is banned (`bans[banSubject].bannedUntilMs > nowMs`): rejected `banned`; the state is
  *    kept exactly as it was.
- * 3. Else, when every window has room for the cost (`count + cost <= limit`): admitted, every window charged
- *    `cost`. The subject's rejections counted toward a ban are kept.
+ * 3. Else, when every window has room for the cost (`fixed`: `count + cost <= limit`; in general the held
+ *    unit-milliseconds plus `cost × windowMs` at most `limit × windowMs`): admitted, every window charged `cost`. The subject's rejections counted toward a ban are kept.
  * 4. Else: rejected `rate_limited`, nothing charged. With a ban policy the rejection counts once (whatever the
  *    cost) toward the subject's ban in the current ban interval; reaching `rejectedThreshold` bans the subject for
  *    `durationMs` from `nowMs` (answered `banned`) and clears its count. Without one, no rejections are counted.
@@ -133,19 +147,40 @@ export function decideConsume(previous: RateLimitState | undefined, request: Con
   const counters: Record<string, WindowCounter> = {};
   const usage: WindowUsage[] = [];
   let hasRoom = true;
+  let other = false;
   for (const window of request.windows) {
-    const { name, limit, windowMs } = window;
-    const startMs = windowStartMs(nowMs, windowMs);
+    const { name, limit, windowMs, algorithm } = window;
     const stored = previous === undefined ? undefined : own(previous.counters, name);
-    const count = stored !== undefined && stored.startMs === startMs && stored.windowMs === windowMs ? stored.count : 0;
-    setOwn(counters, name, { startMs, count, limit, windowMs });
-    if (count + cost > limit) hasRoom = false;
-    usage.push({ name, limit, windowMs, used: count, remaining: limit > count ? limit - count : 0, resetAtMs: startMs + windowMs });
+    if ((algorithm === undefined || algorithm === 'fixed') && stored?.algorithm === undefined) {
+      const startMs = windowStartMs(nowMs, windowMs);
+      const count = stored !== undefined && stored.startMs === startMs && stored.windowMs === windowMs ? stored.count : 0;
+      setOwn(counters, name, { startMs, count, limit, windowMs });
+      if (count + cost > limit) hasRoom = false;
+      usage.push({ name, limit, windowMs, used: count, remaining: limit > count ? limit - count : 0, resetAtMs: startMs + windowMs });
+    } else {
+      const counter = counterAt(stored, window, algorithm ?? 'fixed', nowMs);
+      setOwn(counters, name, counter);
+      const heldMs = counter.algorithm === 'gcra' ? counter.count : heldUnitMs(counter, nowMs);
+      // A cost above the limit never fits (and is not multiplied: it may be any safe integer).
+      if (cost > limit || heldMs + cost * windowMs > limit * windowMs) hasRoom = false;
+      other = true;
+      usage.push(usageOf(name, counter, nowMs, undefined));
+    }
   }
 
   const previousBans = previous?.bans;
   const subject = previousBans === undefined ? undefined : own(previousBans, banSubject);
-  if (subject !== undefined && subject.bannedUntilMs > nowMs) {
+  const banned = subject !== undefined && subject.bannedUntilMs > nowMs;
+  if (other && (banned || !hasRoom)) {
+    // A rejection: each sliding or gcra window without room for the cost says when it will have it.
+    for (const entry of usage) {
+      const counter = counters[entry.name] as WindowCounter;
+      if (counter.algorithm === undefined || entry.remaining >= cost) continue;
+      const retryAtMs = retryAtMsOf(counter, cost, nowMs);
+      if (retryAtMs !== undefined) entry.retryAtMs = retryAtMs;
+    }
+  }
+  if (banned) {
     const state = previous as RateLimitState;
     return {
       state,
@@ -166,11 +201,17 @@ export function decideConsume(previous: RateLimitState | undefined, request: Con
 
   let result: ConsumeResult;
   if (hasRoom) {
-    for (const entry of usage) {
+    for (let index = 0; index < usage.length; index += 1) {
+      const entry = usage[index] as WindowUsage;
       const counter = counters[entry.name] as WindowCounter;
-      counter.count += cost;
-      entry.used = counter.count;
-      entry.remaining = entry.limit > counter.count ? entry.limit - counter.count : 0;
+      if (counter.algorithm === undefined) {
+        counter.count += cost;
+        entry.used = counter.count;
+        entry.remaining = entry.limit > counter.count ? entry.limit - counter.count : 0;
+      } else {
+        chargeCounter(counter, cost);
+        usage[index] = usageOf(entry.name, counter, nowMs, undefined);
+      }
     }
     const kept = subject === undefined ? undefined : liveBan(subject, nowMs, ban);
     if (kept !== undefined) setOwn(bans, banSubject, kept);
@@ -196,21 +237,31 @@ export function decideConsume(previous: RateLimitState | undefined, request: Con
 
 /**
  * What `peek` answers for a record at `nowMs`, charging nothing (see {@link RateLimitSnapshot}): each window the
- * record counts, as of `nowMs` (`used` 0 when its period has ended; `resetAtMs` the end of the period holding
- * `nowMs`), with the limit and length it was last charged with, shortest window first (then by name); and the live
- * bans, by subject. A record that holds nothing live at `nowMs` (no counter of the current period, no live ban)
- * reads as one that does not exist: no windows, no bans. Rejections counted toward a ban are not shown.
+ * record counts, as of `nowMs` and read by the algorithm that wrote it (`fixed`: `used` 0 when its period has
+ * ended, `resetAtMs` the end of the period holding `nowMs`), with the limit and length it was last charged with,
+ * shortest window first (then by name); and the live bans, by subject. A record that holds nothing live at `nowMs`
+ * (no fixed counter of the current period, no sliding counter of it or holding units, no gcra counter holding
+ * units, no live ban) reads as one that does not exist: no windows, no bans. Rejections counted toward a ban are
+ * not shown.
  */
 export function peekState(state: RateLimitState | undefined, nowMs: number): RateLimitSnapshot {
   if (state === undefined) return { nowMs, windows: [], bans: [] };
   let live = false;
   const windows: WindowUsage[] = [];
   for (const name of Object.keys(state.counters)) {
-    const { startMs, count, limit, windowMs } = state.counters[name] as WindowCounter;
+    const stored = state.counters[name] as WindowCounter;
+    const { startMs, count, limit, windowMs, algorithm } = stored;
     const currentStartMs = windowStartMs(nowMs, windowMs);
-    const used = startMs === currentStartMs ? count : 0;
-    if (startMs === currentStartMs) live = true;
-    windows.push({ name, limit, windowMs, used, remaining: limit > used ? limit - used : 0, resetAtMs: currentStartMs + windowMs });
+    if (algorithm === undefined) {
+      const used = startMs === currentStartMs ? count : 0;
+      if (startMs === currentStartMs) live = true;
+      windows.push({ name, limit, windowMs, used, remaining: limit > used ? limit - used : 0, resetAtMs: currentStartMs + windowMs });
+    } else {
+      // Read by the algorithm that wrote it, with the limit it was last charged with.
+      const counter = counterAt(stored, stored, algorithm, nowMs);
+      if (heldUnitMs(stored, nowMs) > 0 || (algorithm === 'sliding' && startMs === currentStartMs)) live = true;
+      windows.push(usageOf(name, counter, nowMs, undefined));
+    }
   }
   const bans: RateLimitSnapshot['bans'] = [];
   for (const subject of Object.keys(state.bans)) {
