@@ -12,8 +12,9 @@
  */
 import assert from 'node:assert/strict';
 import { decideConsume, peekState, windowStartMs, type BanState, type RateLimitState, type WindowCounter } from '../rate-limit/decide.js';
+import { counterEndMs } from '../rate-limit/window-algorithms.js';
 import { DAY_MS, MINUTE_MS } from '../rate-limit/plans.js';
-import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitStore, RateLimitWindow } from '../rate-limit/types.js';
+import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitAlgorithm, RateLimitStore, RateLimitWindow } from '../rate-limit/types.js';
 import { seededRandom } from './seeded-random.js';
 import type { ConformanceTestApi } from './test-api.js';
 
@@ -53,31 +54,45 @@ interface RecordSpec {
   ban: BanPolicy | undefined;
 }
 
-const minuteAndDay = (perMinute: number, perDay: number): readonly RateLimitWindow[] =>
-  Object.freeze([
-    Object.freeze({ name: 'minute', limit: perMinute, windowMs: MINUTE_MS }),
-    Object.freeze({ name: 'day', limit: perDay, windowMs: DAY_MS }),
-  ]);
+const minuteAndDay = (perMinute: number, perDay: number, algorithm: RateLimitAlgorithm = 'fixed'): readonly RateLimitWindow[] =>
+  Object.freeze(
+    [
+      { name: 'minute', limit: perMinute, windowMs: MINUTE_MS },
+      { name: 'day', limit: perDay, windowMs: DAY_MS },
+    ].map((window) => Object.freeze(algorithm === 'fixed' ? window : { ...window, algorithm })),
+  );
 
 /**
- * The records every run uses: an account whose three keys share it (a plan change among its plans), an account
- * of one key, an anonymous address, and an account without a ban policy. Limits are small, so the windows and
- * bans are reached and end many times within a run.
+ * The records every run uses: an account whose three keys share it (plan changes among its plans, which use
+ * different algorithms when the store implements several), an account of one key, an anonymous address, and an
+ * account without a ban policy. Limits are small, so the windows and bans are reached and end many times within a
+ * run. Each record's algorithm is the one named here when the store implements it, else the first it implements.
  */
-const RECORDS: readonly RecordSpec[] = Object.freeze([
-  {
-    key: 'account:acme',
-    subjects: ['k1', 'k2', 'k3'],
-    plans: [minuteAndDay(8, 40), minuteAndDay(8, 40), minuteAndDay(12, 30)],
-    ban: { rejectedThreshold: 3, intervalMs: MINUTE_MS, durationMs: 4 * MINUTE_MS + 500 },
-  },
-  // A ban interval longer than the minute: rejections of one minute still count after admissions in the next.
-  { key: 'account:solo', subjects: ['k4'], plans: [minuteAndDay(5, 20)], ban: { rejectedThreshold: 4, intervalMs: 5 * MINUTE_MS, durationMs: 90_000 } },
-  { key: 'anon:198.51.100.7', subjects: [''], plans: [minuteAndDay(4, 15)], ban: { rejectedThreshold: 2, intervalMs: 30_000, durationMs: MINUTE_MS } },
-  { key: 'account:lenient', subjects: ['k5', 'k6'], plans: [minuteAndDay(6, 25)], ban: undefined },
-]);
-
-const RECORD_DRAW: readonly RecordSpec[] = [RECORDS[0] as RecordSpec, ...RECORDS];
+function recordsFor(algorithms: readonly RateLimitAlgorithm[]): readonly RecordSpec[] {
+  const use = (algorithm: RateLimitAlgorithm): RateLimitAlgorithm => (algorithms.includes(algorithm) ? algorithm : (algorithms[0] as RateLimitAlgorithm));
+  return Object.freeze([
+    {
+      key: 'account:acme',
+      subjects: ['k1', 'k2', 'k3'],
+      plans: [minuteAndDay(8, 40), minuteAndDay(8, 40, use('sliding')), minuteAndDay(12, 30, use('gcra'))],
+      ban: { rejectedThreshold: 3, intervalMs: MINUTE_MS, durationMs: 4 * MINUTE_MS + 500 },
+    },
+    // A ban interval longer than the minute: rejections of one minute still count after admissions in the next.
+    {
+      key: 'account:solo',
+      subjects: ['k4'],
+      plans: [minuteAndDay(5, 20, use('gcra'))],
+      ban: { rejectedThreshold: 4, intervalMs: 5 * MINUTE_MS, durationMs: 90_000 },
+    },
+    {
+      key: 'anon:198.51.100.7',
+      subjects: [''],
+      plans: [minuteAndDay(4, 15, use('sliding'))],
+      ban: { rejectedThreshold: 2, intervalMs: 30_000, durationMs: MINUTE_MS },
+    },
+    { key: 'account:lenient', subjects: ['k5', 'k6'], plans: [minuteAndDay(6, 25)], ban: undefined },
+  ]);
+}
 
 /** 2.5 minutes before a day boundary: the first day ends early in every run. */
 const START_MS = Date.UTC(2026, 0, 1, 23, 57, 30);
@@ -88,8 +103,11 @@ const COSTS = [1, 1, 1, 1, 2, 3, 4, 5] as const;
 function canonical(state: RateLimitState): unknown {
   const counters: Record<string, WindowCounter> = {};
   for (const name of Object.keys(state.counters).sort()) {
-    const { startMs, count, limit, windowMs } = state.counters[name] as WindowCounter;
-    counters[`${name}`] = { startMs, count, limit, windowMs };
+    const { startMs, count, limit, windowMs, algorithm, previousCount } = state.counters[name] as WindowCounter;
+    const counter: WindowCounter = { startMs, count, limit, windowMs };
+    if (algorithm !== undefined) counter.algorithm = algorithm;
+    if (previousCount !== undefined) counter.previousCount = previousCount;
+    counters[`${name}`] = counter;
   }
   const bans: Record<string, { rejected?: { startMs: number; count: number }; bannedUntilMs: number }> = {};
   for (const subject of Object.keys(state.bans).sort()) {
@@ -102,7 +120,7 @@ function canonical(state: RateLimitState): unknown {
 
 /** Whether anything in `state` still matters at `nowMs`: a current window, a live ban or a live rejection count. */
 function isLive(state: RateLimitState, nowMs: number, ban: BanPolicy | undefined): boolean {
-  for (const counter of Object.values(state.counters)) if (counter.startMs + counter.windowMs > nowMs) return true;
+  for (const counter of Object.values(state.counters)) if (counterEndMs(counter) > nowMs) return true;
   for (const entry of Object.values(state.bans)) {
     if (entry.bannedUntilMs > nowMs) return true;
     if (ban !== undefined && entry.rejected !== undefined && entry.rejected.startMs + ban.intervalMs > nowMs) return true;
@@ -142,26 +160,21 @@ class Model {
   }
 }
 
-/** What a run went through, so that a run that never reached a case cannot pass as a proof of it. */
-interface Coverage {
-  allowed: number;
-  rate_limited: number;
-  banned: number;
-  /** Refusals of a request whose cost exceeds what is left while every window has some left. */
-  costRefusals: number;
-  /** Ban subjects of one account record banned at the same instant. */
-  sharedRecordBans: number;
-  bursts: number;
-  peeks: number;
-  resets: number;
-  dayBoundaries: number;
-}
+/**
+ * What a run went through, so that a run that never reached a case cannot pass as a proof of it: answers by kind
+ * (and admissions and refusals per algorithm), refusals of a cost above what is left while every window has some
+ * left (`costRefusals`), ban subjects of one account banned at once (`sharedRecordBans`), bursts, peeks, resets,
+ * day boundaries crossed, and plan changes to another algorithm over a live record (`algorithmChanges`).
+ */
+type Coverage = Map<string, number>;
 
 /**
  * Registers one case per seed. Each runs `steps` random steps against a fresh store from `harness` and against
  * the model, over four records (an account shared by three keys, an account of one key, an anonymous address,
  * and an account without a ban policy), with times that cross minute, day and ban boundaries (often exactly at
- * them, and one millisecond before), costs 1–5, plan changes, bursts of 2–8 identical parallel consumes on one
+ * them, and one millisecond before), costs 1–5, every algorithm the store lists in `algorithms` (`fixed` alone
+ * when it lists none; records of different algorithms, and plan changes from one algorithm to another over a live
+ * record), plan changes, bursts of 2–8 identical parallel consumes on one
  * record (compared as a multiset of answers, then by the final state), peeks and resets. After each step the
  * record the store kept (`readState`) must equal the model's; at the end every record is compared. A failure names
  * the seed, the step and what the step did; the same seed replays the same run. Assertions use
@@ -199,8 +212,17 @@ async function compareRun(harness: RateLimitModelHarness, seed: number, steps: n
   const { store } = harness;
   const { random, pick, between } = seededRandom(seed);
   const model = new Model();
-  const coverage: Coverage = { allowed: 0, rate_limited: 0, banned: 0, costRefusals: 0, sharedRecordBans: 0, bursts: 0, peeks: 0, resets: 0, dayBoundaries: 0 };
+  const algorithms = store.algorithms ?? ['fixed'];
+  const RECORDS = recordsFor(algorithms);
+  // The shared account twice as often as each other record.
+  const RECORD_DRAW: readonly RecordSpec[] = [RECORDS[0] as RecordSpec, ...RECORDS];
+  const required = ['allowed', 'rate_limited', 'banned', 'costRefusals', 'sharedRecordBans', 'bursts', 'peeks', 'resets', 'dayBoundaries'];
+  for (const algorithm of algorithms) required.push(`allowed (${algorithm})`, `rate_limited (${algorithm})`);
+  if (algorithms.length > 1) required.push('algorithmChanges');
+  const coverage: Coverage = new Map(required.map((what) => [what, 0]));
+  const bump = (what: string) => coverage.set(what, (coverage.get(what) ?? 0) + 1);
   const planOf = new Map(RECORDS.map((record) => [record.key, record.plans[0] as readonly RateLimitWindow[]]));
+  const algorithmOf = (windows: readonly RateLimitWindow[]): RateLimitAlgorithm => windows[0]?.algorithm ?? 'fixed';
   let nowMs = START_MS;
 
   /** Compares the record the store kept for `spec` with the model's at `nowMs`. */
@@ -217,18 +239,23 @@ async function compareRun(harness: RateLimitModelHarness, seed: number, steps: n
     assert.deepStrictEqual(canonical(actual), canonical(expected), `the record the store kept of ${spec.key} differs from the model's`);
   };
 
-  const count = (result: ConsumeResult) => {
-    coverage[result.allowed ? 'allowed' : result.reason]++;
-    if (!result.allowed && result.reason === 'rate_limited' && result.windows.every((window) => window.remaining > 0)) coverage.costRefusals++;
+  const count = (result: ConsumeResult, windows: readonly RateLimitWindow[]) => {
+    bump(result.allowed ? 'allowed' : result.reason);
+    if (result.allowed || result.reason === 'rate_limited') bump(`${result.allowed ? 'allowed' : 'rate_limited'} (${algorithmOf(windows)})`);
+    if (!result.allowed && result.reason === 'rate_limited' && result.windows.every((window) => window.remaining > 0)) bump('costRefusals');
   };
 
   for (let step = 1; step <= steps; step++) {
     const previousMs = nowMs;
     nowMs = nextTime(nowMs, random, pick, model.banEnds(nowMs));
-    if (windowStartMs(nowMs, DAY_MS) !== windowStartMs(previousMs, DAY_MS)) coverage.dayBoundaries++;
-    // The shared account twice as often as each other record.
+    if (windowStartMs(nowMs, DAY_MS) !== windowStartMs(previousMs, DAY_MS)) bump('dayBoundaries');
     const spec = pick(RECORD_DRAW);
-    if (random() < 0.04) planOf.set(spec.key, pick(spec.plans));
+    if (random() < 0.04) {
+      const plan = pick(spec.plans);
+      // A counter one algorithm wrote, read by another.
+      if (algorithmOf(plan) !== algorithmOf(planOf.get(spec.key) ?? plan) && model.stateAt(spec.key, nowMs) !== undefined) bump('algorithmChanges');
+      planOf.set(spec.key, plan);
+    }
     const roll = random();
     let what = '';
     try {
@@ -244,7 +271,7 @@ async function compareRun(harness: RateLimitModelHarness, seed: number, steps: n
         const expected = model.consume(spec.key, request);
         const actual = await store.consume(spec.key, request);
         assert.deepStrictEqual(actual, expected, "the answer differs from the model's");
-        count(expected);
+        count(expected, request.windows);
       } else if (roll < 0.78) {
         const size = between(2, 8);
         const request: ConsumeRequest = {
@@ -259,23 +286,23 @@ async function compareRun(harness: RateLimitModelHarness, seed: number, steps: n
         const actual = await Promise.all(Array.from({ length: size }, () => store.consume(spec.key, request)));
         const sorted = (results: ConsumeResult[]) => results.map((result) => JSON.stringify(result)).sort();
         assert.deepStrictEqual(sorted(actual), sorted(expected), "the answers differ from the model's (as a multiset)");
-        for (const result of expected) count(result);
-        coverage.bursts++;
+        for (const result of expected) count(result, request.windows);
+        bump('bursts');
       } else if (roll < 0.96) {
         what = `peek ${spec.key} at ${new Date(nowMs).toISOString()}`;
         const actual = await store.peek(spec.key, nowMs);
         assert.deepStrictEqual(actual, peekState(model.stateAt(spec.key, nowMs), nowMs), "the snapshot differs from the model's");
-        coverage.peeks++;
+        bump('peeks');
       } else {
         what = `reset ${spec.key} at ${new Date(nowMs).toISOString()}`;
         model.reset(spec.key);
         await store.reset(spec.key);
         assert.equal(await harness.readState(spec.key), undefined, 'the store still keeps a record after its reset');
-        coverage.resets++;
+        bump('resets');
       }
       await compareState(spec);
       const state = model.stateAt(spec.key, nowMs);
-      if (state !== undefined && Object.values(state.bans).filter((entry) => entry.bannedUntilMs > nowMs).length >= 2) coverage.sharedRecordBans++;
+      if (state !== undefined && Object.values(state.bans).filter((entry) => entry.bannedUntilMs > nowMs).length >= 2) bump('sharedRecordBans');
     } catch (error) {
       throw withContext(error, `seed ${seed}, step ${step} (${what})`);
     }
@@ -288,7 +315,7 @@ async function compareRun(harness: RateLimitModelHarness, seed: number, steps: n
     }
   }
   // A run that never reached a case proves nothing about it.
-  for (const [what, reached] of Object.entries(coverage)) {
+  for (const [what, reached] of coverage) {
     assert.ok(reached > 0, `seed ${seed}: the run of ${steps} steps never reached "${what}"; use more steps or another seed`);
   }
 }
