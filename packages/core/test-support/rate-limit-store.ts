@@ -3,7 +3,7 @@
  * synchronous step, so concurrent calls are atomic per key. For this package's own tests only; not exported.
  */
 import { decideConsume, peekState, type RateLimitState } from '../src/rate-limit/decide.js';
-import type { RateLimitStore } from '../src/rate-limit/types.js';
+import { RATE_LIMIT_ALGORITHMS, type RateLimitAlgorithm, type RateLimitStore } from '../src/rate-limit/types.js';
 
 /** A {@link RateLimitStore} that also tells which keys it holds. */
 export interface TestRateLimitStore extends RateLimitStore {
@@ -22,12 +22,13 @@ export interface TestRateLimitStore extends RateLimitStore {
 /**
  * Creates an empty in-memory store. A key's state is dropped once the decision's `expiresAtMs` is reached,
  * so tests also catch an `expiresAtMs` that comes too early. `decide` replaces `decideConsume` (the conformance
- * meta-tests give it broken decisions).
+ * meta-tests give it broken decisions); `algorithms` is what it says it implements (default: all).
  */
-export function testRateLimitStore(options: { decide?: typeof decideConsume } = {}): TestRateLimitStore {
+export function testRateLimitStore(options: { decide?: typeof decideConsume; algorithms?: readonly RateLimitAlgorithm[] } = {}): TestRateLimitStore {
   const decide = options.decide ?? decideConsume;
   const entries = new Map<string, { state: RateLimitState; expiresAtMs: number }>();
   return {
+    algorithms: options.algorithms ?? RATE_LIMIT_ALGORITHMS,
     consume(key, request) {
       const stored = entries.get(key);
       const previous = stored !== undefined && request.nowMs < stored.expiresAtMs ? stored.state : undefined;

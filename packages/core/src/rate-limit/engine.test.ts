@@ -519,3 +519,77 @@ describe('createRateLimiter: peek and reset', () => {
     await expect(limiter.reset({ accountId: '' })).rejects.toThrow(/accountId must be a non-empty string/);
   });
 });
+
+describe('createRateLimiter: algorithms', () => {
+  /** 60 requests of the free plan in the last ms of a minute, then one at the next minute's start. */
+  async function boundaryBurst(limiter: RateLimiter, clock: ReturnType<typeof fakeClock>, subject: RateLimitSubject) {
+    clock.set(T0 + MINUTE - 1);
+    const before = await send(limiter, subject, 60);
+    clock.set(T0 + MINUTE);
+    const after = await limiter.consume(subject);
+    return { before: before.admitted, after };
+  }
+
+  it('counts by fixed windows unless told otherwise: the boundary burst is admitted', async () => {
+    const { limiter, clock } = setup();
+    const { before, after } = await boundaryBurst(limiter, clock, principal('free'));
+    expect(before).toBe(60);
+    expect(after.allowed).toBe(true);
+  });
+
+  it.each(['sliding', 'gcra'] as const)('rateLimit.algorithm %s counts every plan by it: the boundary burst is refused, Retry-After 1', async (algorithm) => {
+    const { limiter, clock } = setup({ algorithm });
+    const { before, after } = await boundaryBurst(limiter, clock, principal('free'));
+    expect(before).toBe(60);
+    expect(after).toMatchObject({ allowed: false, reason: 'rate_limited', retryAfterSeconds: 1 });
+  });
+
+  it('a plan names its own algorithm; the other plans and the anonymous policy keep the default', async () => {
+    const { limiter, clock } = setup({ plans: { pro: { requestsPerMinute: 60, requestsPerDay: 10_000, algorithm: 'gcra' } } });
+    expect((await boundaryBurst(limiter, clock, principal('pro'))).after.allowed).toBe(false);
+    expect((await boundaryBurst(limiter, clock, principal('free'))).after.allowed).toBe(true);
+  });
+
+  it('the anonymous policy names its own algorithm', async () => {
+    const { limiter, clock } = setup({ anonymous: { requestsPerMinute: 60, requestsPerDay: 500, algorithm: 'sliding' } });
+    expect((await boundaryBurst(limiter, clock, { clientAddress: '203.0.113.9' })).after.allowed).toBe(false);
+  });
+
+  it("a key's custom limits count by its plan's algorithm", async () => {
+    const { limiter, clock } = setup({ plans: { enterprise: { requestsPerMinute: 1_000, requestsPerDay: 100_000, algorithm: 'gcra' } } });
+    const custom = principal('enterprise', { requestsPerMinute: 60, requestsPerDay: 5_000 });
+    expect((await boundaryBurst(limiter, clock, custom)).after.allowed).toBe(false);
+  });
+
+  it('refuses, at creation, an algorithm its store does not implement, naming the store and the algorithm', () => {
+    const bare = () => {
+      const store = testRateLimitStore();
+      return { consume: store.consume, peek: store.peek, reset: store.reset };
+    };
+    expect(() => createRateLimiter({ store: bare(), algorithm: 'sliding' })).toThrow(/rateLimit\.store does not implement the sliding algorithm \(it implements: fixed\)/);
+    expect(() => createRateLimiter({ store: bare(), plans: { pro: { requestsPerMinute: 1, requestsPerDay: 1, algorithm: 'gcra' } } })).toThrow(
+      /rateLimit\.store does not implement the gcra algorithm/,
+    );
+    expect(() =>
+      createRateLimiter({ store: testRateLimitStore(), anonymousStore: bare(), anonymous: { requestsPerMinute: 1, requestsPerDay: 1, algorithm: 'gcra' } }),
+    ).toThrow(/rateLimit\.anonymousStore does not implement the gcra algorithm/);
+    expect(() =>
+      createRateLimiter({ store: testRateLimitStore(), algorithm: 'sliding', onStoreFailure: { mode: 'fail-open', insuranceStore: bare() } }),
+    ).toThrow(/insuranceStore does not implement the sliding algorithm/);
+    // A store without `algorithms` still serves fixed windows.
+    expect(() => createRateLimiter({ store: bare() })).not.toThrow();
+  });
+
+  it('refuses an unknown algorithm and limits too large for exact sliding or gcra arithmetic, at creation', () => {
+    const store = testRateLimitStore();
+    expect(() => createRateLimiter({ store, algorithm: 'token-bucket' as never })).toThrow(/algorithm must be 'fixed', 'sliding' or 'gcra'/);
+    expect(() => createRateLimiter({ store, plans: { free: { requestsPerMinute: 1, requestsPerDay: 1, algorithm: 'leaky' as never } } })).toThrow(
+      /plans\.free\.algorithm must be 'fixed', 'sliding' or 'gcra'/,
+    );
+    const huge = { requestsPerMinute: 60, requestsPerDay: 20_000_000 };
+    expect(() => createRateLimiter({ store, plans: { free: huge } })).not.toThrow();
+    expect(() => createRateLimiter({ store, plans: { free: { ...huge, algorithm: 'gcra' } } })).toThrow(
+      /rateLimit\.plans\.free: requestsPerDay must be at most 13031248 for the gcra algorithm, got 20000000/,
+    );
+  });
+});
