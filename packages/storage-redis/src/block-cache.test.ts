@@ -9,7 +9,7 @@ import { createBlockCache } from './block-cache.js';
 import type { PolicyArguments } from './consume-batches.js';
 
 const T0 = Date.UTC(2026, 0, 1);
-const POLICY: PolicyArguments = ['[["minute",1,60000]]', '<BI4dd', '[1,3,60000,600000,1,60000]'];
+const POLICY: PolicyArguments = ['[["minute",1,60000]]', '<BI4dd', '[1,3,60000,600000,1,60000]', 1];
 const windows = [{ name: 'minute', limit: 1, windowMs: MINUTE_MS }];
 const ban = { rejectedThreshold: 3, intervalMs: MINUTE_MS, durationMs: 10 * MINUTE_MS };
 const request = (nowMs: number): ConsumeRequest => ({ windows, nowMs, ban, cost: 1, banSubject: 'k1' });

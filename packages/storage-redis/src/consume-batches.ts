@@ -19,8 +19,12 @@ export const CONSUME_COMMAND = 'petstoreRateLimitConsume';
  */
 export const MAX_BATCH_SIZE = 64;
 
-/** The script arguments that describe one policy (see rate-limit-script.ts), built once per policy. */
-export type PolicyArguments = readonly [signature: string, format: string, numbers: string];
+/**
+ * The script arguments that describe one policy (see rate-limit-script.ts), built once per policy, and the numbers
+ * the script answers per window of a consume under it (not sent): 1 when every window is fixed (its used count),
+ * else 3 (each window's used count, reset and retry).
+ */
+export type PolicyArguments = readonly [signature: string, format: string, numbers: string, numbersPerWindow: 1 | 3];
 
 /** What the script decided for one consume. */
 export interface ConsumeDecision {
@@ -29,7 +33,10 @@ export interface ConsumeDecision {
   /** 0 allowed, 1 rate limited, 2 banned. */
   outcome: 0 | 1 | 2;
   bannedUntilMs: number;
-  /** The used count of each window, in request order. */
+  /**
+   * The used count of each window, in request order; under a policy with a sliding or gcra window, three numbers
+   * per window: used, reset (Unix epoch ms) and retry (Unix epoch ms, -1: none).
+   */
   used: number[];
 }
 
@@ -92,7 +99,7 @@ export function createConsumeBatches(client: Redis | Cluster, time: 'server' | '
       if (number === undefined) {
         number = policyNumbers.size + 1;
         policyNumbers.set(item.policy, number);
-        policyArgs.push(...item.policy);
+        policyArgs.push(item.policy[0], item.policy[1], item.policy[2]);
       }
       keys.push(item.redisKey);
       itemArgs.push(String(number), String(item.cost), item.banSubject);
@@ -112,7 +119,8 @@ export function createConsumeBatches(client: Redis | Cluster, time: 'server' | '
         let offset = 1;
         for (const item of batch) {
           const outcome = reply[offset] as number;
-          const used = reply.slice(offset + 2, offset + 2 + item.windowCount);
+          const width = item.windowCount * item.policy[3];
+          const used = reply.slice(offset + 2, offset + 2 + width);
           // Redis's own error, as a lone GET of the key would have raised it.
           if (outcome === 3) item.reject(new ReplyError(WRONGTYPE) as Error);
           else if (outcome === 4) item.reject(new NotARecordError(item.redisKey));
@@ -120,7 +128,7 @@ export function createConsumeBatches(client: Redis | Cluster, time: 'server' | '
             const nowMs = time === 'server' ? (reply[0] as number) : item.nowMs;
             item.resolve({ nowMs, outcome: outcome as 0 | 1 | 2, bannedUntilMs: reply[offset + 1] as number, used });
           }
-          offset += 2 + item.windowCount;
+          offset += 2 + width;
         }
       },
       (error: unknown) => {

@@ -8,7 +8,7 @@ import type { BanState, RateLimitState, WindowCounter } from '@petstore/core';
  * Decodes one packed record into the core's `RateLimitState`.
  *
  * @throws Error when `value` is not a record in that layout (too short, a signature that is not
- *   `[[name, limit, windowMs], …]` for n windows, bytes left over).
+ *   `[[name, limit, windowMs(, algorithm)], …]` for n windows, bytes left over).
  */
 export function decodeRateLimitRecord(value: Buffer): RateLimitState {
   const n = value.readUInt8(0);
@@ -18,15 +18,23 @@ export function decodeRateLimitRecord(value: Buffer): RateLimitState {
   if (bansStart > value.length) throw new Error('truncated record');
   const windows = JSON.parse(value.toString('utf8', signatureStart, bansStart)) as unknown;
   if (!Array.isArray(windows) || windows.length !== n) throw new Error('not a record signature');
+  // The previous counts of the sliding windows follow the signature, in window order.
+  let offset = bansStart;
   const counters: Array<[string, WindowCounter]> = windows.map((window: unknown, i) => {
     if (!Array.isArray(window) || typeof window[0] !== 'string' || typeof window[1] !== 'number' || typeof window[2] !== 'number') {
       throw new Error('not a record signature');
     }
-    const [name, limit, windowMs] = window as [string, number, number];
-    return [name, { startMs: value.readDoubleLE(5 + 8 * i), count: value.readDoubleLE(5 + 8 * (n + i)), limit, windowMs }];
+    const [name, limit, windowMs, algorithm] = window as [string, number, number, unknown];
+    const counter: WindowCounter = { startMs: value.readDoubleLE(5 + 8 * i), count: value.readDoubleLE(5 + 8 * (n + i)), limit, windowMs };
+    if (algorithm === 'sliding') {
+      counter.algorithm = algorithm;
+      counter.previousCount = value.readDoubleLE(offset);
+      offset += 8;
+    } else if (algorithm === 'gcra') counter.algorithm = algorithm;
+    else if (algorithm !== undefined) throw new Error('not a record signature');
+    return [name, counter];
   });
   const bans: Array<[string, BanState]> = [];
-  let offset = bansStart;
   while (offset < value.length) {
     const rejectedStartMs = value.readDoubleLE(offset);
     const rejectedCount = value.readDoubleLE(offset + 8);

@@ -1,5 +1,7 @@
 import {
+  MAX_LIMIT_TIMES_WINDOW_MS,
   peekState,
+  RATE_LIMIT_ALGORITHMS,
   windowStartMs,
   type BanPolicy,
   type ConsumeRequest,
@@ -7,6 +9,7 @@ import {
   type RateLimitSnapshot,
   type RateLimitState,
   type RateLimitStore,
+  type RateLimitAlgorithm,
   type RateLimitWindow,
   type WindowUsage,
 } from '@petstore/core';
@@ -215,6 +218,7 @@ export function redisRateLimitStore(options: RedisRateLimitStoreOptions): RedisR
 
   return {
     backend: 'redis',
+    algorithms: RATE_LIMIT_ALGORITHMS,
     redisKey: (key) => rateLimitRedisKey(key, keyPrefix),
     async consume(key, request) {
       if (time === 'request' && !Number.isSafeInteger(request.nowMs)) {
@@ -281,20 +285,55 @@ const policyArguments = cachePerPolicy((windows: readonly RateLimitWindow[], ban
     assertWhole(ban.durationMs, 'ban.durationMs', 1);
   }
   if (windows.length > MAX_WINDOWS) throw new TypeError(`at most ${MAX_WINDOWS} windows per request, got ${windows.length}`);
+  let fixedOnly = true;
   for (const window of windows) {
     if (typeof window.name !== 'string') throw new TypeError(`a window name must be a string, got ${typeof window.name}`);
     assertWhole(window.limit, `window "${window.name}" limit`, 0);
     assertWhole(window.windowMs, `window "${window.name}" windowMs`, 1);
+    const algorithm = window.algorithm ?? 'fixed';
+    if (!RATE_LIMIT_ALGORITHMS.includes(algorithm)) throw new TypeError(`window "${window.name}" algorithm must be one of ${RATE_LIMIT_ALGORITHMS.join(', ')}, got ${String(algorithm)}`);
+    if (algorithm !== 'fixed') {
+      fixedOnly = false;
+      // The script's unit-milliseconds are exact below 2^53 (the engine refuses larger at creation).
+      if (window.limit * window.windowMs > MAX_LIMIT_TIMES_WINDOW_MS) {
+        throw new TypeError(`window "${window.name}": limit × windowMs must be at most ${MAX_LIMIT_TIMES_WINDOW_MS} for ${algorithm}`);
+      }
+    }
   }
-  const signature = JSON.stringify(windows.map((window) => [window.name, window.limit, window.windowMs]));
+  // A fixed window's entry is [name, limit, windowMs], as before sliding and gcra existed; theirs name them.
+  const signature = JSON.stringify(
+    windows.map((window) =>
+      window.algorithm === undefined || window.algorithm === 'fixed' ? [window.name, window.limit, window.windowMs] : [window.name, window.limit, window.windowMs, window.algorithm],
+    ),
+  );
   const format = `<BI4${'d'.repeat(2 * windows.length)}`;
   const numbers = [windows.length, ban?.rejectedThreshold ?? 0, ban?.intervalMs ?? 0, ban?.durationMs ?? 0];
   numbers.push(...windows.map((window) => window.limit), ...windows.map((window) => window.windowMs));
-  return [signature, format, JSON.stringify(numbers)];
+  if (!fixedOnly) numbers.push(...windows.map((window) => ALGORITHM_CODES[window.algorithm ?? 'fixed']));
+  return [signature, format, JSON.stringify(numbers), fixedOnly ? 1 : 3];
 });
 
+/** The script's code of each algorithm (the policy's numbers carry them when a window is not fixed). */
+const ALGORITHM_CODES: Record<RateLimitAlgorithm, number> = { fixed: 0, sliding: 1, gcra: 2 };
+
 function resultOf({ nowMs, outcome, bannedUntilMs, used }: ConsumeDecision, request: ConsumeRequest): ConsumeResult {
+  const perWindow = used.length / Math.max(1, request.windows.length);
   const windows: WindowUsage[] = request.windows.map((window, index) => {
+    if (perWindow === 3) {
+      // A policy with a sliding or gcra window: the script reports each window's used, reset and retry.
+      const count = used[3 * index] as number;
+      const usage: WindowUsage = {
+        name: window.name,
+        limit: window.limit,
+        windowMs: window.windowMs,
+        used: count,
+        remaining: Math.max(0, window.limit - count),
+        resetAtMs: used[3 * index + 1] as number,
+      };
+      const retryAtMs = used[3 * index + 2] as number;
+      if (retryAtMs !== -1) usage.retryAtMs = retryAtMs;
+      return usage;
+    }
     const count = used[index] as number;
     // The script decided at nowMs, so each window is the one containing it.
     const resetAtMs = windowStartMs(nowMs, window.windowMs) + window.windowMs;

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { connect as connectSocket, createServer, type Server, type Socket } from 'node:net';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
-import type { BanState, RateLimitState } from '@petstore/core';
+import type { BanState, RateLimitState, WindowCounter } from '@petstore/core';
 import { CONSUME_COMMAND } from '../src/consume-batches.js';
 import { inject } from 'vitest';
 
@@ -213,11 +213,15 @@ export async function readRateLimitState(client: Pick<Redis | Cluster, 'getBuffe
   const n = value.readUInt8(take(1));
   const signatureLength = value.readUInt32LE(take(4));
   const numbers = Array.from({ length: 2 * n }, () => value.readDoubleLE(take(8)));
-  const signature = JSON.parse(value.toString('utf8', take(signatureLength), at)) as Array<[string, number, number]>;
+  const signature = JSON.parse(value.toString('utf8', take(signatureLength), at)) as Array<[string, number, number, ('sliding' | 'gcra')?]>;
   const state: RateLimitState = { counters: {}, bans: {} };
-  signature.forEach(([name, limit, windowMs], i) => {
+  signature.forEach(([name, limit, windowMs, algorithm], i) => {
+    const counter: WindowCounter = { startMs: numbers[i] as number, count: numbers[n + i] as number, limit, windowMs };
+    if (algorithm !== undefined) counter.algorithm = algorithm;
+    // A sliding window's previous count: 8 bytes after the signature, in window order.
+    if (algorithm === 'sliding') counter.previousCount = value.readDoubleLE(take(8));
     Object.defineProperty(state.counters, name, {
-      value: { startMs: numbers[i], count: numbers[n + i], limit, windowMs },
+      value: counter,
       enumerable: true,
       writable: true,
       configurable: true,
