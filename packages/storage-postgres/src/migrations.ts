@@ -12,6 +12,7 @@ import {
   type PostgresSchemaOptions,
   type RateLimitsNames,
 } from './names.js';
+import { addAlgorithmColumnsSql, consumeManyAlgorithmsSql, consumeManyV4CallsAlgorithmsSql } from './consume-algorithms-sql.js';
 
 /** One step of the schema, recorded in the migrations table as (`table`, `version`) once applied. */
 export interface PostgresMigration {
@@ -92,6 +93,18 @@ export interface PostgresMigration {
  * `<table>_consume_many` becomes a call of version 4's without a deadline, and `<table>_consume` (version 2's
  * signature) a call of version 3's for one consume, so every signature an earlier release calls gets the same
  * decisions from the one function that holds them.
+ *
+ * Version 6 of the rate-limit table (after all the above): the `sliding` and `gcra` windows beside `fixed`. The rows
+ * gain `window_algorithms text[]` (per window `'sliding'`, `'gcra'`, or NULL for fixed) and `window_previous_counts
+ * bigint[]` (a sliding counter's units in the window before its `window_starts_ms`, 0 for the others), parallel to
+ * `window_names`, both NULL in a row whose counters are all fixed (so a fixed record's row is what it was). A sliding
+ * counter keeps the window's start and count as a fixed one does; a gcra counter keeps in `window_starts_ms` when it
+ * was last charged and in `window_counts` the unit-milliseconds outstanding then. `<table>_consume_many` gains an
+ * overload with a 15th argument, `p_window_algorithms text[]` (parallel to `p_window_names`; NULL when every window
+ * is fixed), and the reply columns `reset_at_ms` and `retry_at_ms`: it decides each window by its algorithm, a
+ * counter written by another algorithm converted to the units it holds (see {@link postgresRateLimitStore}).
+ * Version 4's signature becomes a call of it with every window fixed, so the previous release's instances keep
+ * deciding in the one function (their fixed windows read the units another algorithm's counter holds).
  *
  * @throws TypeError naming the option (`schema`, `categoriesTable`, `rateLimitsTable` or `apiKeysTable`) that holds
  *   a bad name.
@@ -181,6 +194,14 @@ ${consumeFunctionSql(rateLimits)}`,
       description: "the earlier consume functions call version 4's: one decision in the database",
       sql: `${consumeManyWithoutDeadlineSql(rateLimits)};
 ${consumeFunctionSql(rateLimits)}`,
+    },
+    {
+      table: rateLimits.table,
+      version: 6,
+      description: 'sliding and gcra windows beside fixed: the algorithm and previous count of each window, decided by one function',
+      sql: `${addAlgorithmColumnsSql(rateLimits)};
+${consumeManyAlgorithmsSql(rateLimits)};
+${consumeManyV4CallsAlgorithmsSql(rateLimits)}`,
     },
   ];
 }

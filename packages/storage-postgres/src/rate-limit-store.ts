@@ -1,5 +1,6 @@
 import {
   peekState,
+  RATE_LIMIT_ALGORITHMS,
   windowStartMs,
   type BanPolicy,
   type ConsumeRequest,
@@ -8,6 +9,7 @@ import {
   type RateLimitState,
   type RateLimitStore,
   type RateLimitWindow,
+  type WindowCounter,
   type WindowUsage,
 } from '@petstore/core';
 import { cachePerPolicy, createTurnBatches, storedKeyText } from '@petstore/internal';
@@ -59,6 +61,8 @@ interface Policy {
   names: string[];
   limits: number[];
   lengthsMs: number[];
+  /** Per window `'sliding'`, `'gcra'` or `null` (fixed); `null` when every window is fixed. */
+  algorithms: Array<'sliding' | 'gcra' | null> | null;
   banThreshold: number;
   banIntervalMs: number;
   banDurationMs: number;
@@ -86,6 +90,10 @@ interface ConsumeManyRow {
   error_message: string | null;
   /** The database's clock when the call started (Unix epoch ms, as text). */
   clock_ms: string | null;
+  /** Per window its `resetAtMs`, comma-separated; NULL when the windows and the stored counters are all fixed. */
+  reset_at_ms: string | null;
+  /** Per window its `retryAtMs` or nothing, comma-separated; NULL as `reset_at_ms`. */
+  retry_at_ms: string | null;
 }
 
 /**
@@ -94,9 +102,12 @@ interface ConsumeManyRow {
  */
 const DEADLINE_PASSED = '57014';
 
-/** A row of the rate-limit table as `row_to_json` writes it (migration version 2; times in Unix epoch ms). */
+/** A row of the rate-limit table as `row_to_json` writes it (migration versions 2 and 6; times in Unix epoch ms). */
 interface RecordJson {
   window_names: string[];
+  /** Absent before version 6; NULL when every counter is fixed. */
+  window_algorithms?: Array<'sliding' | 'gcra' | null> | null;
+  window_previous_counts?: number[] | null;
   window_starts_ms: number[];
   window_counts: number[];
   window_limits: number[];
@@ -168,8 +179,8 @@ export function postgresRateLimitStore(options: PostgresRateLimitStoreOptions): 
   assertWhole(callTimeoutMs, 'callTimeoutMs', 1);
   if (time !== 'server' && time !== 'request') throw new TypeError(`time must be 'server' or 'request', got ${String(time)}`);
   const names = rateLimitsNames(options);
-  const consumeSql = `SELECT ordinal, now_ms, outcome, banned_until_ms, used, error_code, error_message, clock_ms
-FROM ${names.consumeManyFunction}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`;
+  const consumeSql = `SELECT ordinal, now_ms, outcome, banned_until_ms, used, error_code, error_message, clock_ms, reset_at_ms, retry_at_ms
+FROM ${names.consumeManyFunction}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`;
   // The clock (the database's, or the request's with time: 'request') and the row, in one statement; the row as
   // JSON text, so that a host's pg.types parsers cannot change it (times are below 2^53: exact as JSON numbers).
   const peekSql = `SELECT n.ms::text AS now_ms, (SELECT row_to_json(x)::text FROM ${names.rateLimits} AS x WHERE x.key = $1) AS record
@@ -194,6 +205,8 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
     const windowNames: string[] = [];
     const windowLimits: number[] = [];
     const windowLengthsMs: number[] = [];
+    const windowAlgorithms: Array<'sliding' | 'gcra' | null> = [];
+    let anyAlgorithm = false;
     const banThresholds: number[] = [];
     const banIntervalsMs: number[] = [];
     const banDurationsMs: number[] = [];
@@ -213,6 +226,11 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
         windowNames.push(...policy.names);
         windowLimits.push(...policy.limits);
         windowLengthsMs.push(...policy.lengthsMs);
+        if (policy.algorithms === null) for (let index = 0; index < policy.names.length; index++) windowAlgorithms.push(null);
+        else {
+          windowAlgorithms.push(...policy.algorithms);
+          anyAlgorithm = true;
+        }
         banThresholds.push(policy.banThreshold);
         banIntervalsMs.push(policy.banIntervalMs);
         banDurationsMs.push(policy.banDurationMs);
@@ -223,7 +241,7 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
       banSubjects.push(item.banSubject);
       if (time === 'request') nowMs.push(item.nowMs);
     }
-    const values = [keys, policies, costs, banSubjects, time === 'request' ? nowMs : null, windowFirst, windowCount, windowNames, windowLimits, windowLengthsMs, banThresholds, banIntervalsMs, banDurationsMs, deadlineAtMs + offsetMs];
+    const values = [keys, policies, costs, banSubjects, time === 'request' ? nowMs : null, windowFirst, windowCount, windowNames, windowLimits, windowLengthsMs, banThresholds, banIntervalsMs, banDurationsMs, deadlineAtMs + offsetMs, anyAlgorithm ? windowAlgorithms : null];
     const timeoutMs = retried ? Math.max(1, deadlineAtMs - Date.now()) : callTimeoutMs;
     runStatement<ConsumeManyRow>(pool, 'rate-limit store', timeoutMs, consumeSql, values).then(
       (rows) => {
@@ -248,6 +266,7 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
 
   return {
     backend: 'postgresql',
+    algorithms: RATE_LIMIT_ALGORITHMS,
     async peek(key: string, nowMs: number): Promise<RateLimitSnapshot> {
       if (time === 'request') assertWhole(nowMs, 'nowMs', 0);
       const rows = await runStatement<PeekRow>(pool, 'rate-limit store', callTimeoutMs, peekSql, [storedKeyText(key), time === 'request' ? nowMs : null]);
@@ -271,9 +290,16 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
       if (row.error_code !== null) throw consumeFailure(row.error_code, row.error_message ?? '');
       const nowMs = Number(row.now_ms);
       const counts = used === '' || used === null ? [] : used.split(',').map(Number);
+      // Present only where a window or a stored counter is not fixed.
+      const resets = row.reset_at_ms?.split(',');
+      const retries = row.retry_at_ms?.split(',');
       const usage: WindowUsage[] = windows.map(({ name, limit, windowMs }, index) => {
         const count = counts[index] as number;
-        return { name, limit, windowMs, used: count, remaining: Math.max(0, limit - count), resetAtMs: windowStartMs(nowMs, windowMs) + windowMs };
+        const resetAtMs = resets === undefined ? windowStartMs(nowMs, windowMs) + windowMs : Number(resets[index]);
+        const window: WindowUsage = { name, limit, windowMs, used: count, remaining: Math.max(0, limit - count), resetAtMs };
+        const retry = retries?.[index];
+        if (retry !== undefined && retry !== '') window.retryAtMs = Number(retry);
+        return window;
       });
       if (outcome === 0) return { allowed: true, nowMs, windows: usage };
       if (outcome === 1) return { allowed: false, reason: 'rate_limited', nowMs, windows: usage };
@@ -288,10 +314,16 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
  *   whole number (limit ≥ 0, the others ≥ 1).
  */
 const policyOf = cachePerPolicy((windows: readonly RateLimitWindow[], ban: BanPolicy | undefined): Policy => {
+  let general = false;
   for (const window of windows) {
     if (typeof window.name !== 'string') throw new TypeError(`a window name must be a string, got ${typeof window.name}`);
     assertWhole(window.limit, `window "${window.name}" limit`, 0);
     assertWhole(window.windowMs, `window "${window.name}" windowMs`, 1);
+    const { algorithm } = window;
+    if (algorithm !== undefined && !RATE_LIMIT_ALGORITHMS.includes(algorithm)) {
+      throw new TypeError(`window "${window.name}" algorithm must be one of ${RATE_LIMIT_ALGORITHMS.join(', ')}, got ${String(algorithm)}`);
+    }
+    if (algorithm === 'sliding' || algorithm === 'gcra') general = true;
   }
   if (ban !== undefined) {
     assertWhole(ban.rejectedThreshold, 'ban.rejectedThreshold', 1);
@@ -302,6 +334,7 @@ const policyOf = cachePerPolicy((windows: readonly RateLimitWindow[], ban: BanPo
     names: windows.map((window) => window.name),
     limits: windows.map((window) => window.limit),
     lengthsMs: windows.map((window) => window.windowMs),
+    algorithms: general ? windows.map((window) => (window.algorithm === 'sliding' || window.algorithm === 'gcra' ? window.algorithm : null)) : null,
     banThreshold: ban?.rejectedThreshold ?? 0,
     banIntervalMs: ban?.intervalMs ?? 0,
     banDurationMs: ban?.durationMs ?? 0,
@@ -328,10 +361,13 @@ function liveState(row: RecordJson, nowMs: number): RateLimitState | undefined {
   if (row.expires_at_ms !== null && row.expires_at_ms <= nowMs) return undefined;
   const state: RateLimitState = { counters: {}, bans: {} };
   row.window_names.forEach((name, i) => {
-    Object.defineProperty(state.counters, name, {
-      value: { startMs: row.window_starts_ms[i], count: row.window_counts[i], limit: row.window_limits[i], windowMs: row.window_lengths_ms[i] },
-      enumerable: true,
-    });
+    const counter: WindowCounter = { startMs: row.window_starts_ms[i] as number, count: row.window_counts[i] as number, limit: row.window_limits[i] as number, windowMs: row.window_lengths_ms[i] as number };
+    const algorithm = row.window_algorithms?.[i];
+    if (algorithm === 'sliding') {
+      counter.algorithm = algorithm;
+      counter.previousCount = row.window_previous_counts?.[i] ?? 0;
+    } else if (algorithm === 'gcra') counter.algorithm = algorithm;
+    Object.defineProperty(state.counters, name, { value: counter, enumerable: true });
   });
   row.ban_subjects.forEach((subject, i) => {
     const count = row.rejected_counts[i] as number;
