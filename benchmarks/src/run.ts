@@ -323,7 +323,7 @@ function renderReport({ http, backends, scaleOut, script, core, memory, hostile,
     lines.push(
       SECTION_HEADINGS.core,
       '',
-      'Ours: `memoryRateLimitStore().consume` (both windows checked and charged atomically). Peer: rate-limiter-flexible `RateLimiterMemory`, one limiter per window, both consumed per decision. tinybench, median.',
+      'Ours: `memoryRateLimitStore().consume` (both windows checked and charged atomically), with fixed windows (the default), and with sliding and gcra windows (`rateLimit.algorithm`). Peer: rate-limiter-flexible `RateLimiterMemory`, one limiter per window, both consumed per decision. tinybench, median; every contender in each round, interleaved.',
       '',
       '| implementation | keys | decisions/s (median) | ± % | samples |',
       '|---|---:|---:|---:|---:|',
@@ -333,6 +333,10 @@ function renderReport({ http, backends, scaleOut, script, core, memory, hostile,
     for (const { keys, oursOverPeer } of core.ratios) {
       budget.push(`- Core ≥ 1.5× rate-limiter-flexible over ${fmt(keys)} keys: ${ratio(oursOverPeer)} — ${verdict(oursOverPeer >= 1.5)}`);
     }
+    for (const { keys, sliding, gcra } of core.algorithms) {
+      lines.push(`- CPU per decision against fixed windows over ${fmt(keys)} keys (same run): sliding ${ratio(sliding)}, gcra ${ratio(gcra)}.`);
+    }
+    lines.push('');
   }
   if (memory) {
     lines.push(

@@ -9,7 +9,7 @@
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#rate-limits
  */
 import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitSnapshot, WindowUsage } from './types.js';
-import { chargeCounter, counterAt, counterEndMs, heldUnitMs, retryAtMsOf, usageOf } from './window-algorithms.js';
+import { chargeCounter, counterAt, counterEndMs, heldUnitMs, usageOf } from './window-algorithms.js';
 
 /**
  * One window's counter as the store keeps it, and the limit and length as of the last request that charged it
@@ -147,7 +147,8 @@ export function decideConsume(previous: RateLimitState | undefined, request: Con
   const counters: Record<string, WindowCounter> = {};
   const usage: WindowUsage[] = [];
   let hasRoom = true;
-  let other = false;
+  // The sliding and gcra counters, by window index: their usage is reported once the decision is known.
+  let other: WindowCounter[] | undefined;
   for (const window of request.windows) {
     const { name, limit, windowMs, algorithm } = window;
     const stored = previous === undefined ? undefined : own(previous.counters, name);
@@ -163,23 +164,23 @@ export function decideConsume(previous: RateLimitState | undefined, request: Con
       const heldMs = counter.algorithm === 'gcra' ? counter.count : heldUnitMs(counter, nowMs);
       // A cost above the limit never fits (and is not multiplied: it may be any safe integer).
       if (cost > limit || heldMs + cost * windowMs > limit * windowMs) hasRoom = false;
-      other = true;
-      usage.push(usageOf(name, counter, nowMs, undefined));
+      (other ??= [])[usage.length] = counter;
+      usage.push(undefined as unknown as WindowUsage);
     }
   }
+  /** Reports the sliding and gcra windows' usage: a rejection (`retryCost`) says when each has room for the cost. */
+  const reportOthers = (retryCost: number | undefined) => {
+    if (other === undefined) return;
+    for (let index = 0; index < usage.length; index += 1) {
+      const counter = other[index];
+      if (counter !== undefined) usage[index] = usageOf((request.windows[index] as { name: string }).name, counter, nowMs, retryCost);
+    }
+  };
 
   const previousBans = previous?.bans;
   const subject = previousBans === undefined ? undefined : own(previousBans, banSubject);
   const banned = subject !== undefined && subject.bannedUntilMs > nowMs;
-  if (other && (banned || !hasRoom)) {
-    // A rejection: each sliding or gcra window without room for the cost says when it will have it.
-    for (const entry of usage) {
-      const counter = counters[entry.name] as WindowCounter;
-      if (counter.algorithm === undefined || entry.remaining >= cost) continue;
-      const retryAtMs = retryAtMsOf(counter, cost, nowMs);
-      if (retryAtMs !== undefined) entry.retryAtMs = retryAtMs;
-    }
-  }
+  if (banned || !hasRoom) reportOthers(cost);
   if (banned) {
     const state = previous as RateLimitState;
     return {
@@ -202,17 +203,18 @@ export function decideConsume(previous: RateLimitState | undefined, request: Con
   let result: ConsumeResult;
   if (hasRoom) {
     for (let index = 0; index < usage.length; index += 1) {
-      const entry = usage[index] as WindowUsage;
-      const counter = counters[entry.name] as WindowCounter;
-      if (counter.algorithm === undefined) {
-        counter.count += cost;
-        entry.used = counter.count;
-        entry.remaining = entry.limit > counter.count ? entry.limit - counter.count : 0;
-      } else {
+      const counter = other?.[index];
+      if (counter !== undefined) {
         chargeCounter(counter, cost);
-        usage[index] = usageOf(entry.name, counter, nowMs, undefined);
+        continue;
       }
+      const entry = usage[index] as WindowUsage;
+      const fixed = counters[entry.name] as WindowCounter;
+      fixed.count += cost;
+      entry.used = fixed.count;
+      entry.remaining = entry.limit > fixed.count ? entry.limit - fixed.count : 0;
     }
+    reportOthers(undefined);
     const kept = subject === undefined ? undefined : liveBan(subject, nowMs, ban);
     if (kept !== undefined) setOwn(bans, banSubject, kept);
     result = { allowed: true, nowMs, windows: usage };
