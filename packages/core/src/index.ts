@@ -115,6 +115,8 @@ export {
   type OpenApiDocument,
   type OpenApiOperationInfo,
   type OpenApiOptions,
+  type OpenApiRateLimitPolicy,
+  type OpenApiRateLimits,
 } from './openapi/document.js';
 export { mergeOpenApiDocument, type MergeOpenApiOptions } from './openapi/merge.js';
 export { DOCS_CONTENT_SECURITY_POLICY, DOCS_RENDERER_PACKAGE, type DocsOptions } from './http/docs.js';

@@ -5,11 +5,12 @@
  */
 import type { ApiKeyStore } from '../auth/api-key.js';
 import { systemClock, type Clock } from '../clock.js';
-import { buildOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from '../openapi/document.js';
+import { buildOpenApiDocument, type OpenApiDocument, type OpenApiOptions, type OpenApiRateLimits } from '../openapi/document.js';
 import { tracedCategoryStore } from '../diagnostics.js';
 import { COST_NAMES, PetstoreOptionsSchema, assertOptions } from '../options.js';
-import type { PlanLimits } from '../auth/principal.js';
-import { DEFAULT_ANONYMOUS_LIMITS, DEFAULT_PLAN_LIMITS } from '../rate-limit/plans.js';
+import { PLAN_NAMES, type PlanLimits } from '../auth/principal.js';
+import { DEFAULT_ANONYMOUS_LIMITS, DEFAULT_PLAN_LIMITS, type PlanPolicy } from '../rate-limit/plans.js';
+import type { RateLimitAlgorithm } from '../rate-limit/types.js';
 import type { RateLimiterOptions } from '../rate-limit/engine.js';
 import type { CategoryStore } from '../storage/category-store.js';
 import { DEFAULT_BODY_LIMIT_BYTES } from './body.js';
@@ -78,7 +79,10 @@ export interface PetstoreOptions {
   apiKeys: ApiKeyStore | readonly ApiKeyStore[];
   /** Where categories live. */
   categories: CategoryStore;
-  /** Rate limiting: the store(s), and optionally plans, anonymous limits, bans, failure policy. */
+  /**
+   * Rate limiting: the store(s), and optionally the algorithm, plans (each with its own algorithm), anonymous limits,
+   * bans, failure policy. The OpenAPI description states each plan's limits and algorithm (`x-rate-limits`).
+   */
   rateLimit: PetstoreRateLimitOptions;
   /** Handlers of the host's operations (`getPetById`, `listStoreOrders`). Missing ones answer 501. */
   handlers?: Partial<Record<HostOperationId, HostOperationHandler>>;
@@ -171,6 +175,17 @@ export interface ResolvedOptions {
   warn: ReturnType<typeof warningsOnce>;
 }
 
+/** Each plan's limits and algorithm, and the anonymous policy's, as the engine resolves them, for the OpenAPI description. */
+function describedRateLimits(rateLimit: PetstoreRateLimitOptions): OpenApiRateLimits {
+  const algorithmOf = (policy: PlanPolicy): RateLimitAlgorithm => policy.algorithm ?? rateLimit.algorithm ?? 'fixed';
+  const described = (policy: PlanPolicy) => ({ requestsPerMinute: policy.requestsPerMinute, requestsPerDay: policy.requestsPerDay, algorithm: algorithmOf(policy) });
+  const plans = { ...DEFAULT_PLAN_LIMITS, ...rateLimit.plans };
+  return {
+    plans: Object.fromEntries(PLAN_NAMES.map((plan) => [plan, described(plans[plan])])) as OpenApiRateLimits['plans'],
+    anonymous: described(rateLimit.anonymous ?? DEFAULT_ANONYMOUS_LIMITS),
+  };
+}
+
 /**
  * Checks the options and fills in the defaults.
  * @throws TypeError naming the option and what it accepts, for any wrong or unknown option.
@@ -193,7 +208,13 @@ export function resolveOptions(options: PetstoreOptions): ResolvedOptions {
     }
   }
   const stability = { ...options.stability };
-  const openapi = buildOpenApiDocument(options.openapi ?? {}, { deprecations, stability, costs, mountPath: options.prefix ?? DEFAULT_PREFIX });
+  const openapi = buildOpenApiDocument(options.openapi ?? {}, {
+    deprecations,
+    stability,
+    costs,
+    mountPath: options.prefix ?? DEFAULT_PREFIX,
+    rateLimits: describedRateLimits(options.rateLimit),
+  });
   const docs =
     options.docs === undefined || options.docs === false ? undefined : createDocsPages(options.docs, openapi['info'] as { title: string });
   const report = options.onInternalError ?? ((error: unknown) => console.error('[petstore] internal error:', error));

@@ -256,6 +256,65 @@ describe('the OpenAPI document', () => {
     }
   });
 
+  it('states every plan\'s limits and algorithm, and the anonymous policy\'s, in x-rate-limits (fixed by default)', () => {
+    expect(defaultDocument()['x-rate-limits']).toEqual({
+      plans: {
+        free: { requestsPerMinute: 60, requestsPerDay: 1_000, algorithm: 'fixed' },
+        pro: { requestsPerMinute: 300, requestsPerDay: 10_000, algorithm: 'fixed' },
+        business: { requestsPerMinute: 1_000, requestsPerDay: 100_000, algorithm: 'fixed' },
+        enterprise: { requestsPerMinute: 1_000, requestsPerDay: 100_000, algorithm: 'fixed' },
+      },
+      anonymous: { requestsPerMinute: 30, requestsPerDay: 500, algorithm: 'fixed' },
+    });
+  });
+
+  it('follows rateLimit.algorithm and each plan\'s own algorithm, in x-rate-limits, the description and the headers a generated client documents', () => {
+    const { petstore } = testPetstore({
+      rateLimit: {
+        store: testRateLimitStore(),
+        algorithm: 'gcra',
+        plans: { free: { requestsPerMinute: 10, requestsPerDay: 100, algorithm: 'sliding' }, pro: { requestsPerMinute: 300, requestsPerDay: 10_000, algorithm: 'fixed' } },
+        anonymous: { requestsPerMinute: 5, requestsPerDay: 50, algorithm: 'sliding' },
+      },
+    });
+    const document = petstore.openapi;
+    expect(document['x-rate-limits']).toEqual({
+      plans: {
+        free: { requestsPerMinute: 10, requestsPerDay: 100, algorithm: 'sliding' },
+        pro: { requestsPerMinute: 300, requestsPerDay: 10_000, algorithm: 'fixed' },
+        // Not configured: the default limits, counted by rateLimit.algorithm.
+        business: { requestsPerMinute: 1_000, requestsPerDay: 100_000, algorithm: 'gcra' },
+        enterprise: { requestsPerMinute: 1_000, requestsPerDay: 100_000, algorithm: 'gcra' },
+      },
+      anonymous: { requestsPerMinute: 5, requestsPerDay: 50, algorithm: 'sliding' },
+    });
+    const description = (document['info'] as Json)['description'] as string;
+    expect(description).toContain(
+      "Rate limits, in units (a request costs its operation's x-rate-limit-cost): free, 10 a minute and 100 a day; pro, 300 a minute and 10,000 a day; " +
+        "business, 1,000 a minute and 100,000 a day; enterprise, each key's own limits, else 1,000 a minute and 100,000 a day; callers without a valid key, 5 a minute and 50 a day per client address.",
+    );
+    expect(description).toContain(
+      'Algorithms (x-rate-limits): pro: fixed windows; free, callers without a valid key: sliding windows; business, enterprise: GCRA (a burst of the limit at once, then the limit spread evenly over the window).',
+    );
+    const headers = (document['components'] as Json)['headers'] as Record<string, Json>;
+    expect(headers['X-RateLimit-Reset']?.['description']).toBe(
+      'Unix time, in whole seconds rounded up, at which that window has its whole quota back; by algorithm, fixed windows (pro): the end of the current window; ' +
+        'sliding windows (free, callers without a valid key): the end of the next window while the current one counts units, else the end of the current one; ' +
+        'GCRA (a burst of the limit at once, then the limit spread evenly over the window) (business, enterprise): when the whole burst is back.',
+    );
+    expect(headers['Retry-After']?.['description']).toContain('sliding windows (free, callers without a valid key): until the window has room for the cost again');
+    expect(headers['Retry-After']?.['description']).toContain('a retry of the same cost after exactly that many seconds is admitted');
+  });
+
+  it('names only the algorithms in use: every window fixed by default', () => {
+    const headers = (defaultDocument()['components'] as Json)['headers'] as Record<string, Json>;
+    expect(headers['X-RateLimit-Reset']?.['description']).toBe(
+      'Unix time, in whole seconds rounded up, at which that window has its whole quota back; by algorithm, fixed windows (free, pro, business, enterprise, callers without a valid key): the end of the current window.',
+    );
+    expect(headers['Retry-After']?.['description']).not.toMatch(/sliding|GCRA/);
+    expect((defaultDocument()['info'] as Json)['description']).toContain('Algorithms (x-rate-limits): free, pro, business, enterprise, callers without a valid key: fixed windows.');
+  });
+
   it('gives every operation a 429 with Retry-After', () => {
     const document = defaultDocument();
     for (const { operation: entry } of operationsOf(document)) {

@@ -10,6 +10,9 @@ import type { DeprecationPolicy } from '../http/deprecation.js';
 import { DEFAULT_PREFIX } from '../http/prefix.js';
 import { DEFAULT_CATEGORY_PAGE_LIMIT, MAX_CATEGORY_PAGE_LIMIT } from '../http/category-list.js';
 import { CategorySchema, ErrorBodySchema, NewCategorySchema } from '../schemas.js';
+import { PLAN_NAMES, type PlanLimits, type PlanName } from '../auth/principal.js';
+import { DEFAULT_ANONYMOUS_LIMITS, DEFAULT_PLAN_LIMITS } from '../rate-limit/plans.js';
+import { RATE_LIMIT_ALGORITHMS, type RateLimitAlgorithm } from '../rate-limit/types.js';
 
 /** A JSON value as the document holds it. */
 export type OpenApiDocument = Record<string, unknown>;
@@ -48,6 +51,83 @@ export interface OpenApiOperationInfo {
   costs?: Readonly<Partial<Record<OperationId, number>>>;
   /** Where the API is mounted, for the default relative server: a path (`/v1`, `/api/petstore`), `''` at the root. Default `/v1`. */
   mountPath?: string;
+  /**
+   * The limits of each plan and of callers without a valid key, each with the algorithm its windows count by, as
+   * the description states them (`x-rate-limits`, the default `info.description`, and what `X-RateLimit-Reset` and
+   * `Retry-After` mean). Default: {@link DEFAULT_PLAN_LIMITS} and {@link DEFAULT_ANONYMOUS_LIMITS}, all `fixed`.
+   */
+  rateLimits?: OpenApiRateLimits;
+}
+
+/** One plan's limits as the description states them: units per minute and per day, and the algorithm counting them. */
+export interface OpenApiRateLimitPolicy extends PlanLimits {
+  algorithm: RateLimitAlgorithm;
+}
+
+/**
+ * The document's `x-rate-limits` extension: every plan's limits and algorithm (`enterprise`: what an enterprise key
+ * without its own limits gets; a key's own limits count by its plan's algorithm), and those of callers without a
+ * valid key, per client address.
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#algorithms
+ */
+export interface OpenApiRateLimits {
+  plans: Readonly<Record<PlanName, Readonly<OpenApiRateLimitPolicy>>>;
+  anonymous: Readonly<OpenApiRateLimitPolicy>;
+}
+
+/** {@link OpenApiRateLimits} when the options give none: the default plan table, every window fixed. */
+function defaultRateLimits(): OpenApiRateLimits {
+  const plans = Object.fromEntries(PLAN_NAMES.map((plan) => [plan, { ...DEFAULT_PLAN_LIMITS[plan], algorithm: 'fixed' }])) as Record<PlanName, OpenApiRateLimitPolicy>;
+  return { plans, anonymous: { ...DEFAULT_ANONYMOUS_LIMITS, algorithm: 'fixed' } };
+}
+
+/** How each algorithm reads in the description's text: its name, and what `X-RateLimit-Reset` and `Retry-After` mean under it. */
+const ALGORITHM_TERMS: Readonly<Record<RateLimitAlgorithm, { name: string; reset: string; retry: string }>> = {
+  fixed: { name: 'fixed windows', reset: 'the end of the current window', retry: 'until the window resets' },
+  sliding: {
+    name: 'sliding windows',
+    reset: 'the end of the next window while the current one counts units, else the end of the current one',
+    retry: 'until the window has room for the cost again',
+  },
+  gcra: {
+    name: 'GCRA (a burst of the limit at once, then the limit spread evenly over the window)',
+    reset: 'when the whole burst is back',
+    retry: 'until the window has room for the cost again',
+  },
+};
+
+/** `1,000`: the description's numbers, grouped as the docs write them. */
+const grouped = (value: number) => value.toLocaleString('en-US');
+
+/** Who counts by each algorithm in use (plan names, then `callers without a valid key`), algorithms in the docs' order. */
+function usersByAlgorithm(rateLimits: OpenApiRateLimits): Array<[RateLimitAlgorithm, string[]]> {
+  const users: Array<[RateLimitAlgorithm, string]> = [
+    ...PLAN_NAMES.map((plan) => [rateLimits.plans[plan].algorithm, plan] as [RateLimitAlgorithm, string]),
+    [rateLimits.anonymous.algorithm, 'callers without a valid key'],
+  ];
+  return RATE_LIMIT_ALGORITHMS.map((algorithm) => [algorithm, users.filter(([used]) => used === algorithm).map(([, who]) => who)] as [RateLimitAlgorithm, string[]]).filter(
+    ([, who]) => who.length > 0,
+  );
+}
+
+/** `fixed windows (free, pro): <what>; sliding windows (…): <what>` for the algorithms in use. */
+function byAlgorithm(rateLimits: OpenApiRateLimits, what: 'reset' | 'retry'): string {
+  return usersByAlgorithm(rateLimits)
+    .map(([algorithm, users]) => `${ALGORITHM_TERMS[algorithm].name} (${users.join(', ')}): ${ALGORITHM_TERMS[algorithm][what]}`)
+    .join('; ');
+}
+
+/** The plan table, with the algorithm of each, as a paragraph of the default `info.description`. */
+function rateLimitsParagraph(rateLimits: OpenApiRateLimits): string {
+  const limits = (policy: PlanLimits) => `${grouped(policy.requestsPerMinute)} a minute and ${grouped(policy.requestsPerDay)} a day`;
+  const plans = PLAN_NAMES.map((plan) =>
+    plan === 'enterprise' ? `enterprise, each key's own limits, else ${limits(rateLimits.plans[plan])}` : `${plan}, ${limits(rateLimits.plans[plan])}`,
+  );
+  const counted = usersByAlgorithm(rateLimits).map(([algorithm, users]) => `${users.join(', ')}: ${ALGORITHM_TERMS[algorithm].name}`);
+  return (
+    `Rate limits, in units (a request costs its operation's x-rate-limit-cost): ${plans.join('; ')}; callers without a valid key, ` +
+    `${limits(rateLimits.anonymous)} per client address. Algorithms (x-rate-limits): ${counted.join('; ')}.`
+  );
 }
 
 /**
@@ -218,6 +298,7 @@ export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOpera
     servers.push({ url: url.replace(/\/$/, ''), description: environment });
   }
   if (servers.length === 0) servers.push(mountedServer(info.mountPath ?? DEFAULT_PREFIX));
+  const rateLimits = info.rateLimits ?? defaultRateLimits();
 
   const paths: Record<string, Record<string, unknown>> = {};
   for (const operation of OPERATIONS) {
@@ -303,8 +384,13 @@ export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOpera
       version: API_DESCRIPTION_VERSION,
       description:
         options.description ??
-        'Categories used to classify pets, with bearer API keys, plan-based rate limits and temporary bans.',
+        `Categories used to classify pets, with bearer API keys, plan-based rate limits and temporary bans.\n\n${rateLimitsParagraph(rateLimits)}`,
       license: { ...(options.license ?? DEFAULT_OPENAPI_LICENSE) },
+    },
+    // Machine-readable: each plan's limits and the algorithm counting them (docs/http-api.md, "Algorithms").
+    'x-rate-limits': {
+      plans: Object.fromEntries(PLAN_NAMES.map((plan) => [plan, { ...rateLimits.plans[plan] }])),
+      anonymous: { ...rateLimits.anonymous },
     },
     servers,
     tags: [
@@ -326,8 +412,14 @@ export function buildOpenApiDocument(options: OpenApiOptions, info: OpenApiOpera
           schema: { type: 'integer' },
         },
         'X-RateLimit-Remaining': { description: 'Units remaining in that window.', schema: { type: 'integer' } },
-        'X-RateLimit-Reset': { description: 'Unix time, in whole seconds rounded up, at which that window resets.', schema: { type: 'integer' } },
-        'Retry-After': { description: 'Seconds to wait before retrying (whole number, at least 1).', schema: { type: 'integer', minimum: 1 } },
+        'X-RateLimit-Reset': {
+          description: `Unix time, in whole seconds rounded up, at which that window has its whole quota back; by algorithm, ${byAlgorithm(rateLimits, 'reset')}.`,
+          schema: { type: 'integer' },
+        },
+        'Retry-After': {
+          description: `Seconds to wait before retrying (whole number, at least 1). On 429 rate_limited, by algorithm, ${byAlgorithm(rateLimits, 'retry')}: a retry of the same cost after exactly that many seconds is admitted unless other requests were charged meanwhile. On 429 temporarily_banned, until the ban ends.`,
+          schema: { type: 'integer', minimum: 1 },
+        },
         Deprecation: { description: 'When the operation was deprecated, as @<unix-seconds> (RFC 9745).', schema: { type: 'string' } },
         Sunset: { description: 'When the operation stops working, as an HTTP-date (RFC 8594).', schema: { type: 'string' } },
         Link: { description: 'Documentation of the deprecation and sunset (rel="deprecation", rel="sunset"); on a page of the list, also its next page (rel="next").', schema: { type: 'string' } },
