@@ -79,8 +79,16 @@ export interface Admitter {
    * Steps 1–3 for a request charged `cost` units; `publicOperation` spares it the 401 (it is still rate
    * limited). A failing store rejects (the caller answers it). `trace`, the request's diagnostics context when
    * the request channel has subscribers, gets the caller, the rate-limit outcome and the 401's reason.
+   * `onAuthenticated` is called once a valid key is known, just before its charge is sent, so that the operation's
+   * own first read can go out beside the charge (it is called for a request that may still get a 429).
    */
-  admit(request: GuardRequest, publicOperation: boolean, cost: number, trace?: PetstoreRequestContext): Promise<Admission>;
+  admit(
+    request: GuardRequest,
+    publicOperation: boolean,
+    cost: number,
+    trace?: PetstoreRequestContext,
+    onAuthenticated?: () => void,
+  ): Promise<Admission>;
   /** Steps 1–3 for a host route, failures answered too. Never throws but for a wrong `cost` (TypeError). */
   guard(request: GuardRequest, options?: GuardOptions): Promise<GuardResult>;
   /** `petstore.rateLimits`. */
@@ -311,7 +319,13 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
 
   // Every store call is simply awaited: a synchronous path for stores that answer without a promise saves too
   // little to keep.
-  async function admit(request: GuardRequest, publicOperation: boolean, cost: number, trace?: PetstoreRequestContext): Promise<Admission> {
+  async function admit(
+    request: GuardRequest,
+    publicOperation: boolean,
+    cost: number,
+    trace?: PetstoreRequestContext,
+    onAuthenticated?: () => void,
+  ): Promise<Admission> {
     const turn: LookupTurn = {};
     try {
       const authentication = await authenticate(request, turn);
@@ -319,6 +333,7 @@ export function createAdmission(options: ResolvedOptions, failures: FailureAnswe
       const consumeOptions = cost === 1 ? undefined : { cost };
       if (principal) {
         turn.release?.(); // a valid key: charged to its account, not to the caller's anonymous budget
+        onAuthenticated?.();
         return conclude(request, publicOperation, authentication, await limiter.consume({ principal }, consumeOptions), cost, trace);
       }
       const key = anonymousKeyOf(request);

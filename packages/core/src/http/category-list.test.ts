@@ -1,7 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
 import { ifNoneMatchMatches, readListQuery } from './category-list.js';
-import { FREE_AUTH, expectError, parse, request, testPetstore } from '../../test-support/petstore.js';
+import { FREE_AUTH, ONE_PER_MINUTE_KEY, expectError, parse, request, testPetstore } from '../../test-support/petstore.js';
 import { testCategoryStore } from '../../test-support/category-store.js';
+import { testRateLimitStore } from '../../test-support/rate-limit-store.js';
 import type { CategoryStore } from '../storage/category-store.js';
 
 const ETAG = /^"[A-Za-z0-9_-]{22}"$/;
@@ -213,6 +214,64 @@ describe('GET /categories: paging', () => {
     const { get } = await seeded(2);
     for (const query of ['limit=1', 'limit=1000', 'after=0', `after=${Number.MAX_SAFE_INTEGER}`, 'limit=%31']) {
       expect((await get(`/categories?${query}`)).status, query).toBe(200);
+    }
+  });
+});
+
+describe('GET /categories: the list version read beside the rate-limit charge', () => {
+  it('asks for the list version once the key is valid, before the charge has answered, and answers with it', async () => {
+    const { store, listVersion } = countedStore();
+    await store.create({ name: 'c1' });
+    const limits = testRateLimitStore();
+    const consume = limits.consume.bind(limits);
+    let consumeCalls = 0;
+    let release = () => {};
+    const charged = new Promise<void>((resolve) => (release = resolve));
+    limits.consume = async (key, consumeRequest) => {
+      consumeCalls += 1;
+      await charged;
+      return consume(key, consumeRequest);
+    };
+    const { petstore } = testPetstore({ categories: store, rateLimit: { store: limits } });
+    const answer = petstore.handle(request('/categories'));
+    await vi.waitFor(() => expect(consumeCalls).toBe(1));
+    expect(listVersion).toHaveBeenCalledTimes(1);
+    release();
+    const listed = await answer;
+    expect(listed.status).toBe(200);
+    expect(listed.headers['etag']).toMatch(ETAG);
+    expect(parse(listed)).toEqual([{ id: 1, name: 'c1' }]);
+    expect(listVersion).toHaveBeenCalledTimes(1);
+  });
+
+  it('reads nothing for a request without a valid key; a 429 wastes its read, whose failure is never unhandled', async () => {
+    const store = testCategoryStore();
+    // A plain function, not a vi.spyOn spy: a spy handles the promises its calls answer.
+    const reads: Array<(error: Error) => void> = [];
+    store.listVersion = () => new Promise<string>((resolve, reject) => reads.push(reads.length === 0 ? () => resolve('v1') : reject));
+    const { petstore } = testPetstore({ categories: store });
+    expectError(await petstore.handle(request('/categories', {})), 401, 'unauthorized');
+    expectError(await petstore.handle(request('/categories', { authorization: 'Bearer not-a-key' })), 401, 'unauthorized');
+    expect(reads).toHaveLength(0);
+    const tight = { authorization: `Bearer ${ONE_PER_MINUTE_KEY}` };
+    const first = petstore.handle(request('/categories', tight));
+    await vi.waitFor(() => expect(reads).toHaveLength(1));
+    (reads[0] as (error: Error) => void)(new Error('unused'));
+    expect((await first).status).toBe(200);
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      expectError(await petstore.handle(request('/categories', tight)), 429, 'rate_limited');
+      expect(reads).toHaveLength(2);
+      // The refused request's read fails after its 429; nothing awaits it.
+      (reads[1] as (error: Error) => void)(new Error('the store is down'));
+      // Node reports an unhandled rejection once the microtasks have run: by the second macrotask, it would have.
+      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
     }
   });
 });

@@ -16,9 +16,23 @@ import { newCategoryFingerprint, readIdempotencyKey, scopedIdempotencyKey } from
 import type { ResolvedOptions } from './petstore-options.js';
 import type { PetstoreRequest, PetstoreRequestBody, PetstoreResponse } from './types.js';
 
+/** A list version read started for a list request before it was admitted (see {@link CategoryOperations.startList}). */
+export interface ListStart {
+  /** The read, its rejection already marked handled (the request may be refused before it is awaited). */
+  version: Promise<string>;
+  /** The read's place in the order the reads started. */
+  readNumber: number;
+}
+
 /** The categories operations of one petstore. Both reject with a PetstoreError for a request they refuse. */
 export interface CategoryOperations {
-  listCategories(request: PetstoreRequest, headers: Record<string, string>): Promise<PetstoreResponse>;
+  /**
+   * Starts the store's list version read for a list request once its key is valid, beside its rate-limit charge;
+   * `undefined` (nothing started) for a store without `listVersion` or a paging query that will be refused.
+   */
+  startList(request: PetstoreRequest): ListStart | undefined;
+  /** `start`: the read {@link CategoryOperations.startList} started for this request, if any. */
+  listCategories(request: PetstoreRequest, headers: Record<string, string>, start?: ListStart): Promise<PetstoreResponse>;
   createCategory(request: PetstoreRequest, principal: Principal, headers: Record<string, string>): Promise<PetstoreResponse>;
 }
 
@@ -80,16 +94,17 @@ export function createCategoryOperations({ categories, bodyLimitBytes, retention
   /**
    * The list with a list version: the tag comes from the version, read first (a category is visible no later
    * than its version, so the list read after it holds at least what the version promises); a matching
-   * `If-None-Match` is answered without reading the list.
+   * `If-None-Match` is answered without reading the list. `start`: the version read already started.
    */
   async function versionedList(
     request: PetstoreRequest,
     page: ListPageQuery | undefined,
     headers: Record<string, string>,
     read: () => Promise<string>,
+    start: ListStart | undefined,
   ): Promise<PetstoreResponse> {
-    const readNumber = ++versionReads;
-    const version = await readListVersion(read);
+    const readNumber = start?.readNumber ?? ++versionReads;
+    const version = await readListVersion(start === undefined ? read : () => start.version);
     const cached = page === undefined && fullList?.version === version ? fullList : undefined;
     const etag = cached?.etag ?? listEntityTag(version, page);
     headers['etag'] = etag;
@@ -158,11 +173,29 @@ export function createCategoryOperations({ categories, bodyLimitBytes, retention
   }
 
   return {
-    async listCategories(request, headers) {
+    startList(request) {
+      if (listVersion === undefined) return undefined;
+      try {
+        readListQuery(request.path);
+      } catch {
+        return undefined; // refused at step 7, with no store call
+      }
+      // A store that throws or answers no promise is answered as from readListVersion, once admitted.
+      let version: Promise<string>;
+      try {
+        version = Promise.resolve(listVersion());
+      } catch (error) {
+        version = Promise.reject(error);
+      }
+      // Awaited only if the request is admitted; its failure is answered then.
+      version.catch(() => undefined);
+      return { version, readNumber: ++versionReads };
+    },
+    async listCategories(request, headers, start) {
       // The query is checked before any store call: a refused page costs nothing (RFC 9110 §13.2.1: a 4xx is
       // answered whatever If-None-Match says).
       const page = readListQuery(request.path);
-      return listVersion === undefined ? hashedList(request, page, headers) : versionedList(request, page, headers, listVersion);
+      return listVersion === undefined ? hashedList(request, page, headers) : versionedList(request, page, headers, listVersion, start);
     },
     async createCategory(request, principal, headers) {
       const idempotencyKey = readIdempotencyKey(request.headers);

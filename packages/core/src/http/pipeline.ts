@@ -17,7 +17,9 @@
  *    transfer/content coding → 415, body size → 413, JSON → 400, NewCategory validation → 400
  *    (category-operations.ts); for host operations: path parameters → 400, no handler → 501
  *    (host-operations.ts);
- * 8. the operation itself (category-operations.ts, host-operations.ts; `GET /openapi.json` here).
+ * 8. the operation itself (category-operations.ts, host-operations.ts; `GET /openapi.json` here). For
+ *    listCategories the store's list version is asked for once step 1 has found a valid key, beside the step 2
+ *    charge rather than after it (one round trip less); a request refused later wastes that read.
  * The reference page (`docs` option: `/docs` and below) takes steps 1–3 as a public operation, then is answered
  * (docs.ts).
  * Every answer carries the `X-RateLimit-*` headers once step 2 has run; every error answer has the Error
@@ -33,7 +35,7 @@ import { isPetstoreError } from '../errors.js';
 import { mountedServer, type OpenApiDocument } from '../openapi/document.js';
 import { createAdmission, type GuardOptions, type GuardRequest, type GuardResult, type PetstoreRateLimits } from './admission.js';
 import { errorAnswer, failureAnswers, safeMethod, textAnswer } from './answers.js';
-import { createCategoryOperations } from './category-operations.js';
+import { createCategoryOperations, type ListStart } from './category-operations.js';
 import { deprecationHeaders, isGone } from './deprecation.js';
 import { handleFetch } from './fetch.js';
 import { createHostOperations } from './host-operations.js';
@@ -166,7 +168,10 @@ export function createPetstore(options: PetstoreOptions): Petstore {
       }
       const route = matchRoute(request.method, request.path);
       const isOperation = route.kind === 'operation';
-      const admitted = await admit(request, isOperation && route.operation.public, isOperation ? costs[route.operation.operationId] : 1, trace);
+      // The list's version read goes out beside the rate-limit charge (see step 8 above).
+      let listStart: ListStart | undefined;
+      const startList = isOperation && route.operation.operationId === 'listCategories' ? () => (listStart = categories.startList(request)) : undefined;
+      const admitted = await admit(request, isOperation && route.operation.public, isOperation ? costs[route.operation.operationId] : 1, trace, startList);
       if ('response' in admitted) return admitted.response;
       headers = admitted.headers;
       const principal = admitted.principal as Principal; // only public operations admit without one
@@ -194,7 +199,7 @@ export function createPetstore(options: PetstoreOptions): Petstore {
         case 'getOpenApiDocument':
           return textAnswer(200, openapiJsonAt(request.mountPath), headers, request.method);
         case 'listCategories':
-          return await categories.listCategories(request, headers);
+          return await categories.listCategories(request, headers, listStart);
         case 'createCategory':
           return await categories.createCategory(request, principal, headers);
         case 'getPetById':
