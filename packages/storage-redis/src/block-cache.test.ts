@@ -69,6 +69,37 @@ describe('the block cache of the Redis rate-limit store', () => {
     expect(redis.calls).toHaveLength(2);
   });
 
+  it('answers a sliding or gcra refusal from memory only before its retryAtMs, and only for a cost at least the refused one', async () => {
+    for (const [algorithm, code] of [['sliding', 1], ['gcra', 2]] as const) {
+      const cache = createBlockCache({ maxAgeMs: 10 * MINUTE_MS }, 'request')!;
+      const policy: PolicyArguments = [`[["minute",5,60000,"${algorithm}"]]`, '<BI4dd', `[1,0,0,0,5,60000,${code}]`, 3];
+      const drained = [{ name: 'minute', limit: 5, windowMs: MINUTE_MS, algorithm }];
+      const consume = (nowMs: number, cost: number): ConsumeRequest => ({ windows: drained, nowMs, ban: undefined, cost, banSubject: 'k1' });
+      // Redis refused a cost of 3 with 1 unit left: 3 fit again at T0 + 30 s (its usage drains meanwhile).
+      const refused = (nowMs: number): ConsumeResult => ({
+        allowed: false,
+        reason: 'rate_limited',
+        nowMs,
+        windows: [{ name: 'minute', limit: 5, windowMs: MINUTE_MS, used: 4, remaining: 1, resetAtMs: T0 + 2 * MINUTE_MS, retryAtMs: T0 + 30_000 }],
+      });
+      let asked = 0;
+      const redisAnswers = (result: ConsumeResult) => () => {
+        asked += 1;
+        return Promise.resolve(result);
+      };
+      const admitted: ConsumeResult = { allowed: true, nowMs: T0 + 30_000, windows: [] };
+      expect(await cache.consume('anon:a', policy, consume(T0, 3), redisAnswers(refused(T0)))).toEqual(refused(T0));
+      expect(await cache.consume('anon:a', policy, consume(T0 + 29_999, 3), redisAnswers(admitted))).toEqual(refused(T0 + 29_999));
+      expect(await cache.consume('anon:a', policy, consume(T0 + 29_999, 5), redisAnswers(admitted))).toEqual(refused(T0 + 29_999));
+      expect(asked).toBe(1);
+      // A cheaper request may fit sooner, and at retryAtMs the refused cost does: Redis decides both.
+      expect(await cache.consume('anon:a', policy, consume(T0 + 1, 2), redisAnswers(refused(T0 + 1)))).toEqual(refused(T0 + 1));
+      expect(asked).toBe(2);
+      expect(await cache.consume('anon:a', policy, consume(T0 + 30_000, 3), redisAnswers(admitted))).toEqual(admitted);
+      expect(asked, algorithm).toBe(3);
+    }
+  });
+
   it('lets the waiting consumes ask Redis themselves when the refresh fails, one refreshing for the others', async () => {
     const cache = createBlockCache({ maxAgeMs: 1000 }, 'request')!;
     const redis = fakeRedis();

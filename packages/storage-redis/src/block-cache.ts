@@ -3,7 +3,7 @@
  * answered from this process's memory for at most `maxAgeMs`, then one consume asks Redis again (a refresh) while
  * the caller's other consumes wait for its answer.
  */
-import { isPetstoreError, windowStartMs, type ConsumeRequest, type ConsumeResult, type WindowUsage } from '@petstore/core';
+import { isPetstoreError, windowStartMs, type ConsumeRequest, type ConsumeResult, type RateLimitAlgorithm, type WindowUsage } from '@petstore/core';
 import { LRUCache } from 'lru-cache';
 import type { PolicyArguments } from './consume-batches.js';
 
@@ -29,6 +29,13 @@ interface BlockedRecord {
   policy: PolicyArguments;
   /** The record's windows as Redis last answered them, for any of its subjects. */
   windows: WindowUsage[];
+  /**
+   * The cost of the request those windows answered: a sliding or gcra window's `retryAtMs` is when that cost fits
+   * again, so it blocks only requests that cost at least as much.
+   */
+  cost: number;
+  /** Each window's algorithm, in request order (sliding and gcra usage drains as time passes). */
+  algorithms: readonly RateLimitAlgorithm[];
   /** Redis's clock minus this process's clock at that answer (`'server'` mode). */
   offsetMs: number;
   subjects: Map<string, BlockedSubject>;
@@ -107,10 +114,12 @@ export function createBlockCache(option: { maxKeys?: number; maxAgeMs?: number }
     }
     if (record === undefined) {
       if (!blockedNow) return;
-      record = { policy, windows: result.windows, offsetMs: 0, subjects: new Map() };
+      const algorithms = request.windows.map((window) => window.algorithm ?? 'fixed');
+      record = { policy, windows: result.windows, cost: request.cost, algorithms, offsetMs: 0, subjects: new Map() };
       records.set(key, record);
     }
     record.windows = result.windows;
+    record.cost = request.cost;
     if (time === 'server') record.offsetMs = result.nowMs - Date.now();
     if (!blockedNow) {
       forgetSubject(key, record, request.banSubject);
@@ -193,18 +202,35 @@ function samePolicy(a: PolicyArguments, b: PolicyArguments): boolean {
   return a === b || (a[0] === b[0] && a[2] === b[2]);
 }
 
-/** `windows` as they stand at `nowMs`: a window that reset since reads as empty, with its new reset. */
-function windowsAt(windows: WindowUsage[], nowMs: number): WindowUsage[] {
-  return windows.map((window) =>
-    nowMs < window.resetAtMs ? window : { ...window, used: 0, remaining: window.limit, resetAtMs: windowStartMs(nowMs, window.windowMs) + window.windowMs },
-  );
+/**
+ * `windows` as they stand at `nowMs`: a window whose whole quota is back since (its `resetAtMs`) reads as empty,
+ * with its new reset (a gcra window's is now: it holds nothing).
+ */
+function windowsAt(windows: WindowUsage[], algorithms: readonly RateLimitAlgorithm[], nowMs: number): WindowUsage[] {
+  return windows.map((window, index) => {
+    if (nowMs < window.resetAtMs) return window;
+    const { name, limit, windowMs } = window;
+    const resetAtMs = algorithms[index] === 'gcra' ? nowMs : windowStartMs(nowMs, windowMs) + windowMs;
+    return { name, limit, windowMs, used: 0, remaining: limit, resetAtMs };
+  });
+}
+
+/**
+ * Whether `window` (as Redis answered a request of `answeredCost`) still refuses `cost` at `nowMs`: a fixed window
+ * while less than `cost` is left in it; a sliding or gcra window, whose usage drains, only before its `retryAtMs`
+ * and for a cost at least that of the answer (a cheaper request may fit sooner: Redis decides it).
+ */
+function refuses(window: WindowUsage, isDraining: boolean, answeredCost: number, cost: number, nowMs: number): boolean {
+  if (!isDraining) return window.remaining < cost;
+  return window.retryAtMs !== undefined && nowMs < window.retryAtMs && cost >= answeredCost;
 }
 
 /** The answer from memory while `subject` is still blocked for `request` at `nowMs`; undefined once it is not. */
 function blockedAnswer(record: BlockedRecord, subject: BlockedSubject, request: ConsumeRequest, nowMs: number): ConsumeResult | undefined {
-  const windows = windowsAt(record.windows, nowMs);
+  const windows = windowsAt(record.windows, record.algorithms, nowMs);
   if (subject.bannedUntilMs > 0) {
     return nowMs < subject.bannedUntilMs ? { allowed: false, reason: 'banned', nowMs, windows, bannedUntilMs: subject.bannedUntilMs } : undefined;
   }
-  return windows.some((window) => window.remaining < request.cost) ? { allowed: false, reason: 'rate_limited', nowMs, windows } : undefined;
+  const refused = windows.some((window, index) => refuses(window, record.algorithms[index] !== 'fixed', record.cost, request.cost, nowMs));
+  return refused ? { allowed: false, reason: 'rate_limited', nowMs, windows } : undefined;
 }

@@ -716,6 +716,43 @@ describe.skipIf(skipRedis)('redisRateLimitStore block cache', () => {
     expect(fromMemory).toBeGreaterThanOrEqual(40);
   });
 
+  for (const algorithm of ['sliding', 'gcra'] as const) {
+    it(`refuses from memory only what Redis refuses, for ${algorithm} windows whose usage drains, over a random run`, async () => {
+      const client = connect();
+      // Answers kept for 10 minutes: in one process only the block's own end may send a blocked caller to Redis.
+      const cached = newStore({ client, time: 'request', blockCache: { maxAgeMs: 10 * MINUTE_MS } }).store;
+      const direct = newStore({ client, time: 'request', blockCache: false }).store;
+      const commands = await countCommands(client);
+      let seed = 11;
+      const random = () => ((seed = (seed * 16807) % 2147483647) - 1) / 2147483646;
+      const frozen = (windows: RateLimitWindow[]) => Object.freeze(windows.map((window) => Object.freeze({ ...window, algorithm }))) as RateLimitWindow[];
+      const plans = [frozen(perMinute(4)), frozen(minuteAndDay(6, 12))];
+      const records = [
+        { key: 'account:a', subjects: ['k1', 'k2'] },
+        { key: 'anon:c', subjects: [''] },
+      ];
+      let nowMs = T0;
+      for (let step = 0; step < 400; step++) {
+        nowMs += [0, 0, 0, 0, 1, 250, 999, 5000, 15_000, MINUTE_MS][Math.floor(random() * 10)]!;
+        const index = Math.floor(random() * 2);
+        const { key, subjects } = records[index]!;
+        if (random() < 0.02) {
+          await Promise.all([cached.reset(key), direct.reset(key)]);
+          continue;
+        }
+        const request = at(nowMs, plans[random() < 0.9 ? index : Math.floor(random() * 2)]!, undefined, {
+          cost: [1, 1, 2, 3][Math.floor(random() * 4)]!,
+          banSubject: subjects[Math.floor(random() * subjects.length)]!,
+        });
+        // An answer from memory keeps the usage Redis last reported (it drains meanwhile): the outcome must match.
+        const expected = await direct.consume(key, request);
+        expect(outcome(await cached.consume(key, request)), `step ${step}`).toBe(outcome(expected));
+      }
+      // Some steps were answered from memory (the direct store sends one command per consume or reset).
+      expect(commands.count).toBeLessThan(2 * 400 - 40);
+    });
+  }
+
   it('is bounded by maxKeys, and off with false', async () => {
     const { client, store } = newStore({ time: 'request', blockCache: { maxKeys: 2 } });
     const windows = perMinute(0); // every request is rate limited

@@ -68,15 +68,17 @@ export interface RedisRateLimitStoreOptions {
    *
    * - a **banned** caller (ban subject) until its ban ends;
    * - a caller **refused for lack of room** without a ban policy: a request is answered from memory when its
-   *   cost exceeds what is left in some window that has not reset yet (a cheaper request, or one after the
-   *   window reset, goes to Redis). With a ban policy every refusal goes to Redis, where it counts toward the
-   *   ban.
+   *   cost exceeds what is left in some fixed window that has not reset yet, or, in a sliding or gcra window
+   *   (whose usage drains as time passes), when it costs at least as much as the refused request and that
+   *   window's `retryAtMs` has not come (a cheaper request, or one after the window reset or its `retryAtMs`,
+   *   goes to Redis). With a ban policy every refusal goes to Redis, where it counts toward the ban.
    *
    * So a {@link RedisRateLimitStore.reset} (or an operator's `DEL` of the key) made anywhere is obeyed by every
    * process within `maxAgeMs` plus one round trip, with no notification that could be lost, and a blocked
    * caller's flood costs each process at most one Redis call per `maxAgeMs`. While Redis is unreachable, a
    * refresh that fails is answered from memory as long as the block lasts, and tried again `maxAgeMs` later.
-   * The answers are those Redis gave at the last refresh, with windows that reset since read as empty and
+   * The answers are those Redis gave at the last refresh (a sliding or gcra window's usage as it was then), with
+   * windows that reset since read as empty and
    * `nowMs` (so `Retry-After`) on this process's clock, set to Redis's clock at that answer in `'server'` mode; in
    * `'request'` mode the age is counted on the requests' clock.
    *
