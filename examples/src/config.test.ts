@@ -5,6 +5,7 @@ import {
   describeStorage,
   parseApiKeys,
   parseOperationCosts,
+  parseRateLimitAlgorithms,
   readConfig,
   serverTimeouts,
   startupBanner,
@@ -68,6 +69,43 @@ describe('example configuration', () => {
     ['toString=1', /toString is not one of listCategories, createCategory/],
   ])('refuses PETSTORE_OPERATION_COSTS=%s, naming the entry', (text, message) => {
     expect(() => parseOperationCosts(text)).toThrow(message);
+  });
+
+  it('reads PETSTORE_RATE_LIMIT_ALGORITHM: an algorithm for every plan, and plan:algorithm (anonymous:algorithm) beside it', () => {
+    expect(readConfig({}).rateLimitAlgorithms).toBeUndefined();
+    expect(readConfig({ PETSTORE_RATE_LIMIT_ALGORITHM: ' ' }).rateLimitAlgorithms).toBeUndefined();
+    expect(readConfig({ PETSTORE_RATE_LIMIT_ALGORITHM: 'sliding' }).rateLimitAlgorithms).toEqual({ algorithm: 'sliding', plans: {}, anonymous: undefined });
+    expect(readConfig({ PETSTORE_RATE_LIMIT_ALGORITHM: ' gcra, free : sliding ,anonymous:fixed,enterprise:fixed,' }).rateLimitAlgorithms).toEqual({
+      algorithm: 'gcra',
+      plans: { free: 'sliding', enterprise: 'fixed' },
+      anonymous: 'fixed',
+    });
+    // Per plan only: the other plans keep the default (fixed).
+    expect(parseRateLimitAlgorithms('pro:gcra')).toEqual({ algorithm: undefined, plans: { pro: 'gcra' }, anonymous: undefined });
+  });
+
+  it.each([
+    ['slidng', /^PETSTORE_RATE_LIMIT_ALGORITHM entry 1 \("slidng"\): slidng is not one of fixed, sliding, gcra$/],
+    ['GCRA', /entry 1 \("GCRA"\): GCRA is not one of fixed, sliding, gcra/],
+    ['gcra,gold:sliding', /entry 2 \("gold:sliding"\): gold is not one of free, pro, business, enterprise, anonymous/],
+    ['free:', /entry 1 \("free:"\): \(empty\) is not one of fixed, sliding, gcra/],
+    [':gcra', /entry 1 \(":gcra"\): expected an algorithm \(fixed, sliding, gcra\) or plan:algorithm, such as free:sliding/],
+    ['free:gcra:1', /expected an algorithm/],
+    ['gcra,sliding', /entry 2 \("sliding"\): the algorithm of every plan is given twice/],
+    ['free:gcra,free:fixed', /entry 2 \("free:fixed"\): free is given twice/],
+    ['anonymous:gcra,anonymous:gcra', /anonymous is given twice/],
+    ['toString:gcra', /toString is not one of free, pro/],
+  ])('refuses PETSTORE_RATE_LIMIT_ALGORITHM=%s, naming the variable and the entry', (text, message) => {
+    expect(() => readConfig({ PETSTORE_RATE_LIMIT_ALGORITHM: text })).toThrow(message);
+  });
+
+  it('says the rate-limit algorithms at start-up when PETSTORE_RATE_LIMIT_ALGORITHM is set', () => {
+    const lines = (env: NodeJS.ProcessEnv) => startupBanner(readConfig(env), 'http://127.0.0.1:3000', 'Fastify').split('\n');
+    expect(lines({ PETSTORE_RATE_LIMIT_ALGORITHM: 'gcra,free:sliding,anonymous:fixed' })).toContain(
+      'Rate-limit algorithm (PETSTORE_RATE_LIMIT_ALGORITHM): gcra; free: sliding; anonymous: fixed',
+    );
+    expect(lines({ PETSTORE_RATE_LIMIT_ALGORITHM: 'pro:sliding' })).toContain('Rate-limit algorithm (PETSTORE_RATE_LIMIT_ALGORITHM): fixed; pro: sliding');
+    expect(lines({}).join('\n')).not.toContain('PETSTORE_RATE_LIMIT_ALGORITHM');
   });
 
   it('reads key:plan pairs and enterprise custom limits', () => {

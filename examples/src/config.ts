@@ -19,6 +19,9 @@
  * - `PETSTORE_STANDARD_HEADERS=1`: also send the draft-standard `RateLimit` / `RateLimit-Policy` headers.
  * - `PETSTORE_OPERATION_COSTS`: units each operation charges to the rate limit, comma-separated `name=units`
  *   (e.g. `createCategory=5,listCategories=1`); names are the operationIds and `guard`; unnamed ones cost 1.
+ * - `PETSTORE_RATE_LIMIT_ALGORITHM`: how the windows count (`rateLimit.algorithm`): `fixed` (default), `sliding` or
+ *   `gcra`; per plan, `plan:algorithm` entries beside it, and `anonymous:algorithm` for callers without a key
+ *   (e.g. `gcra,free:sliding`). The store must implement each one (memory: all three).
  * - `PETSTORE_PUBLIC_URL`, `PETSTORE_STAGING_URL`: the Production and Staging addresses the OpenAPI description
  *   lists as its servers (absolute URLs ending in `/v1`); neither set: the relative server `/v1`.
  * - `PETSTORE_METRICS_PORT`: when set, the API's metrics in the Prometheus format at `/metrics` on that port
@@ -30,7 +33,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { ServerOptions } from 'node:http';
-import { isPlanName, type CostName, type StaticApiKey } from '@petstore/core';
+import { PLAN_NAMES, RATE_LIMIT_ALGORITHMS, isPlanName, type CostName, type PlanName, type RateLimitAlgorithm, type StaticApiKey } from '@petstore/core';
 import { redactUrl } from '@petstore/internal';
 
 /** The names `PETSTORE_OPERATION_COSTS` takes: the operationIds, and `guard` (host routes behind the guard). */
@@ -73,6 +76,11 @@ export interface ExampleConfig {
   standardHeaders: boolean;
   /** Units per operation (`rateLimit.cost` of `createPetstore`) from `PETSTORE_OPERATION_COSTS`; `undefined` when unset. */
   operationCosts: Partial<Record<CostName, number>> | undefined;
+  /**
+   * `PETSTORE_RATE_LIMIT_ALGORITHM`: the algorithm of every window (`rateLimit.algorithm`), of each plan named and
+   * of callers without a key; `undefined` when unset (every window fixed).
+   */
+  rateLimitAlgorithms: RateLimitAlgorithms | undefined;
   /** Node's `server.headersTimeout`: most ms a client may take to send its request head. */
   headersTimeoutMs: number;
   /** Node's `server.requestTimeout`: most ms a client may take to send its whole request (head and body). */
@@ -88,12 +96,22 @@ export interface ExampleConfig {
   metricsHost: string;
 }
 
+/** What `PETSTORE_RATE_LIMIT_ALGORITHM` sets: the default algorithm, and those of the plans and callers it names. */
+export interface RateLimitAlgorithms {
+  /** `rateLimit.algorithm`: every plan not named; `undefined`: `fixed`. */
+  algorithm: RateLimitAlgorithm | undefined;
+  /** `rateLimit.plans.<plan>.algorithm` of each plan named. */
+  plans: Partial<Record<PlanName, RateLimitAlgorithm>>;
+  /** `rateLimit.anonymous.algorithm`, when named. */
+  anonymous: RateLimitAlgorithm | undefined;
+}
+
 /**
  * Reads the configuration. Error messages name the variable (and the position of a bad API key entry, never
  * the key itself).
  * @throws Error on a bad `PORT`, `PETSTORE_API_KEYS`, `PETSTORE_STORE_FAILURE`, `HEADERS_TIMEOUT_MS`,
- *   `REQUEST_TIMEOUT_MS`, `PETSTORE_PUBLIC_URL`, `PETSTORE_STAGING_URL`, `PETSTORE_OPERATION_COSTS` or
- *   `PETSTORE_METRICS_PORT`.
+ *   `REQUEST_TIMEOUT_MS`, `PETSTORE_PUBLIC_URL`, `PETSTORE_STAGING_URL`, `PETSTORE_OPERATION_COSTS`,
+ *   `PETSTORE_RATE_LIMIT_ALGORITHM` or `PETSTORE_METRICS_PORT`.
  */
 export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig {
   const port = env['PORT'] === undefined || env['PORT'] === '' ? 3000 : Number(env['PORT']);
@@ -119,6 +137,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig 
     storeFailure: failure === 'open' ? ('fail-open' as const) : ('fail-closed' as const),
     standardHeaders: env['PETSTORE_STANDARD_HEADERS'] === '1',
     operationCosts: env['PETSTORE_OPERATION_COSTS']?.trim() ? parseOperationCosts(env['PETSTORE_OPERATION_COSTS']) : undefined,
+    rateLimitAlgorithms: env['PETSTORE_RATE_LIMIT_ALGORITHM']?.trim() ? parseRateLimitAlgorithms(env['PETSTORE_RATE_LIMIT_ALGORITHM']) : undefined,
     headersTimeoutMs,
     requestTimeoutMs,
     metricsPort: readMetricsPort(env),
@@ -234,6 +253,49 @@ export function parseOperationCosts(text: string): Partial<Record<CostName, numb
 }
 
 /**
+ * Parses `PETSTORE_RATE_LIMIT_ALGORITHM`: comma-separated entries, at most one bare algorithm (`fixed`, `sliding`,
+ * `gcra`: every plan's), and `plan:algorithm` entries (plans `free`, `pro`, `business`, `enterprise`, and
+ * `anonymous` for callers without a key), each plan once. One variable, as `PETSTORE_API_KEYS` pairs keys with
+ * plans: the per-plan choices sit beside the default they override.
+ * @throws Error naming the variable and the entry's position when an entry is malformed.
+ */
+export function parseRateLimitAlgorithms(text: string): RateLimitAlgorithms {
+  const result: RateLimitAlgorithms = { algorithm: undefined, plans: {}, anonymous: undefined };
+  const algorithms = RATE_LIMIT_ALGORITHMS.join(', ');
+  const entries = text.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
+  for (const [index, entry] of entries.entries()) {
+    const where = `PETSTORE_RATE_LIMIT_ALGORITHM entry ${index + 1} ("${entry.slice(0, 60)}")`;
+    const [first, second, ...rest] = entry.split(':').map((part) => part.trim());
+    const [who, algorithm] = second === undefined ? [undefined, first as string] : [first as string, second];
+    if (rest.length > 0 || who === '') throw new Error(`${where}: expected an algorithm (${algorithms}) or plan:algorithm, such as free:sliding`);
+    if (!(RATE_LIMIT_ALGORITHMS as readonly string[]).includes(algorithm)) throw new Error(`${where}: ${algorithm || '(empty)'} is not one of ${algorithms}`);
+    const chosen = algorithm as RateLimitAlgorithm;
+    if (who === undefined) {
+      if (result.algorithm !== undefined) throw new Error(`${where}: the algorithm of every plan is given twice`);
+      result.algorithm = chosen;
+    } else if (who === 'anonymous') {
+      if (result.anonymous !== undefined) throw new Error(`${where}: anonymous is given twice`);
+      result.anonymous = chosen;
+    } else if (isPlanName(who)) {
+      if (Object.hasOwn(result.plans, who)) throw new Error(`${where}: ${who} is given twice`);
+      result.plans[who] = chosen;
+    } else {
+      throw new Error(`${where}: ${who} is not one of ${[...PLAN_NAMES, 'anonymous'].join(', ')}`);
+    }
+  }
+  return result;
+}
+
+/** `PETSTORE_RATE_LIMIT_ALGORITHM` as the start-up line tells it: `gcra; free: sliding; anonymous: fixed`. */
+export function describeRateLimitAlgorithms(algorithms: RateLimitAlgorithms): string {
+  return [
+    algorithms.algorithm ?? 'fixed',
+    ...Object.entries(algorithms.plans).map(([plan, algorithm]) => `${plan}: ${algorithm}`),
+    ...(algorithms.anonymous !== undefined ? [`anonymous: ${algorithms.anonymous}`] : []),
+  ].join('; ');
+}
+
+/**
  * What a server prints once listening: where; where its metrics are (`metricsUrl`, with PETSTORE_METRICS_PORT); on
  * PostgreSQL or Redis, how to issue a managed key; and for a demo key a ready-to-paste curl line.
  */
@@ -241,6 +303,9 @@ export function startupBanner(config: ExampleConfig, url: string, framework: str
   const storage = describeStorage(config);
   const lines = [`petstore categories API (${framework}, ${storage}) listening on ${url}/v1`, `API reference (open it in a browser): ${url}/v1/docs`];
   if (metricsUrl !== undefined) lines.push(`Prometheus metrics (PETSTORE_METRICS_PORT, PETSTORE_METRICS_HOST) at ${metricsUrl}`);
+  if (config.rateLimitAlgorithms !== undefined) {
+    lines.push(`Rate-limit algorithm (PETSTORE_RATE_LIMIT_ALGORITHM): ${describeRateLimitAlgorithms(config.rateLimitAlgorithms)}`);
+  }
   const managedIn = config.databaseUrl !== undefined ? 'PostgreSQL' : config.redisUrl !== undefined ? 'Redis' : undefined;
   if (managedIn !== undefined) {
     const variable = managedIn === 'PostgreSQL' ? 'PETSTORE_DATABASE_URL' : 'PETSTORE_REDIS_URL';

@@ -1,6 +1,9 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import {
+  DEFAULT_ANONYMOUS_LIMITS,
+  DEFAULT_PLAN_LIMITS,
   PETSTORE_API_KEY_WATCH_CHANNEL,
+  PLAN_NAMES,
   createPetstore,
   managedApiKeys,
   staticApiKeys,
@@ -9,6 +12,7 @@ import {
   type ManagedApiKeys,
   type Petstore,
   type PetstoreApiKeyWatchMessage,
+  type PetstoreRateLimitOptions,
   type RateLimitStore,
   type StoreFailurePolicy,
 } from '@petstore/core';
@@ -91,7 +95,12 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
         categories: memoryCategoryStore(),
         // Callers without a key get a second store like this one (its newStore()), so a flood of client
         // addresses cannot evict the counters of API keys.
-        rateLimit: { store: memoryRateLimitStore({ maxKeys: 100_000 }), standardHeaders: config.standardHeaders, ...costsOf(config) },
+        rateLimit: {
+          store: memoryRateLimitStore({ maxKeys: 100_000 }),
+          standardHeaders: config.standardHeaders,
+          ...costsOf(config),
+          ...algorithmsOf(config),
+        },
       }),
       close: async () => undefined,
     };
@@ -205,6 +214,7 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
         onStoreFailure,
         standardHeaders: config.standardHeaders,
         ...costsOf(config),
+        ...algorithmsOf(config),
         onStoreError: (error) => {
           // At most one line every 10 s while the store is away.
           if (Date.now() - lastReport < 10_000) return;
@@ -227,10 +237,29 @@ function costsOf(config: ExampleConfig): { cost?: NonNullable<ExampleConfig['ope
 }
 
 /**
+ * `rateLimit.algorithm`, and the plans and anonymous policy (their default limits) with their own algorithm, from
+ * `PETSTORE_RATE_LIMIT_ALGORITHM`, when set.
+ */
+function algorithmsOf(config: ExampleConfig): Pick<PetstoreRateLimitOptions, 'algorithm' | 'plans' | 'anonymous'> {
+  const chosen = config.rateLimitAlgorithms;
+  if (chosen === undefined) return {};
+  const plans: NonNullable<PetstoreRateLimitOptions['plans']> = {};
+  for (const plan of PLAN_NAMES) {
+    const algorithm = chosen.plans[plan];
+    if (algorithm !== undefined) plans[plan] = { ...DEFAULT_PLAN_LIMITS[plan], algorithm };
+  }
+  return {
+    ...(chosen.algorithm !== undefined ? { algorithm: chosen.algorithm } : {}),
+    ...(Object.keys(plans).length > 0 ? { plans } : {}),
+    ...(chosen.anonymous !== undefined ? { anonymous: { ...DEFAULT_ANONYMOUS_LIMITS, algorithm: chosen.anonymous } } : {}),
+  };
+}
+
+/**
  * `createPetstore`, whose refusal of a cost (one above a plan's limit: a request that could never be admitted)
- * names the variable it came from.
- * @throws Error `PETSTORE_OPERATION_COSTS: createPetstore: rateLimit.cost.<name> is …` for such a cost; the
- *   TypeError of `createPetstore` otherwise
+ * or of an algorithm (one the rate-limit store does not implement) names the variable it came from.
+ * @throws Error `PETSTORE_OPERATION_COSTS: createPetstore: rateLimit.cost.<name> is …` for such a cost,
+ *   `PETSTORE_RATE_LIMIT_ALGORITHM: …` for such an algorithm; the TypeError of `createPetstore` otherwise
  */
 function createNamingCosts(options: Parameters<typeof createPetstore>[0]): Petstore {
   try {
@@ -238,6 +267,9 @@ function createNamingCosts(options: Parameters<typeof createPetstore>[0]): Petst
   } catch (error) {
     if (error instanceof TypeError && error.message.includes('rateLimit.cost.')) {
       throw new Error(`PETSTORE_OPERATION_COSTS: ${error.message}`, { cause: error });
+    }
+    if (error instanceof TypeError && /does not implement the \w+ algorithm/.test(error.message)) {
+      throw new Error(`PETSTORE_RATE_LIMIT_ALGORITHM: ${error.message}`, { cause: error });
     }
     throw error;
   }

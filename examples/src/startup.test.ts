@@ -64,6 +64,10 @@ const BAD_VARIABLES: Array<{ env: Record<string, string>; line: string }> = [
     env: { PETSTORE_OPERATION_COSTS: 'createCategory=61' },
     line: 'PETSTORE_OPERATION_COSTS: createPetstore: rateLimit.cost.createCategory is 61, more than rateLimit.plans.free.requestsPerMinute (60): such a request could never be admitted',
   },
+  {
+    env: { PETSTORE_RATE_LIMIT_ALGORITHM: 'gcra,free:slidng' },
+    line: 'PETSTORE_RATE_LIMIT_ALGORITHM entry 2 ("free:slidng"): slidng is not one of fixed, sliding, gcra',
+  },
 ];
 
 describe('the servers\' start-up steps with a variable they cannot use', () => {
