@@ -5,8 +5,9 @@
  *   PETSTORE_PG_MUTATIONS=1 npx vitest run --project @petstore/storage-postgres src/consume-mutations.test.ts
  *
  * Each mutation is a deliberate bug put into a copy of the migration SQL (the batch consume function of
- * rate-limit version 4, which the store calls), installed in a throwaway schema; the model comparison must fail on it, naming the seed and step
- * (printed). The unchanged copy must pass, so that a failure is the mutation's doing.
+ * rate-limit version 6, which the store calls), installed in a throwaway schema; the model comparison (every
+ * algorithm: fixed, sliding, gcra) must fail on it, naming the seed and step (printed). The unchanged copy must pass,
+ * so that a failure is the mutation's doing.
  */
 import { runRateLimitModelComparison, type ConformanceTestApi } from '@petstore/core/testing';
 import { describe, expect, it } from 'vitest';
@@ -17,8 +18,9 @@ import { readRateLimitState } from '../test-support/rate-limit-state.js';
 
 interface Mutation {
   name: string;
-  /** Text of the consume function replaced (it must occur exactly once) … */
+  /** Text of the consume function replaced (it must occur exactly `occurrences` times, default once) … */
   from: string;
+  occurrences?: number;
   /** … by this. */
   to: string;
   /** The seed that catches it soonest: the one `npm test` runs. */
@@ -38,13 +40,14 @@ const MUTATIONS: Mutation[] = [
     from: 'r.window_counts := counts;',
     to: `r.window_counts := CASE WHEN has_room THEN counts ELSE (SELECT array_agg(CASE WHEN u.c + p_cost <= u.l THEN u.c + p_cost ELSE u.c END ORDER BY u.o)
         FROM unnest(counts, p_limits) WITH ORDINALITY AS u(c, l, o)) END;`,
-    seed: 3,
+    seed: 1,
   },
   { name: '(c) a ban that starts one rejection late', from: 'IF rejected >= p_ban_threshold THEN', to: 'IF rejected > p_ban_threshold THEN', seed: 4 },
   {
     // The window holding t - 1: at the instant a window ends, it still counts.
     name: '(d) a window boundary off by one millisecond',
     from: 'st := t - mod(mod(t, w) + w, w);',
+    occurrences: 2, // the fixed windows' loop and the other algorithms'
     to: 'st := (t - 1) - mod(mod(t - 1, w) + w, w);',
     seed: 3,
   },
@@ -58,7 +61,55 @@ const MUTATIONS: Mutation[] = [
     name: '(f) ours: the room check ignores the cost (a request is admitted while one unit is left)',
     from: 'IF counts[i] + p_cost > p_limits[i] THEN has_room := false; END IF;',
     to: 'IF counts[i] + 1 > p_limits[i] THEN has_room := false; END IF;',
+    seed: 2,
+  },
+  {
+    name: "(g) sliding: the previous window's weight taken from the wrong end of the window (elapsed, not remaining)",
+    from: 'prevs[i] * (w - (t - st))',
+    to: 'prevs[i] * (t - st)',
+    seed: 5,
+  },
+  {
+    name: '(h) sliding: the previous window forgotten at each boundary (its count never carried over)',
+    from: "prevs[i] := CASE WHEN s_start = st - w THEN s_count ELSE 0 END;",
+    to: 'prevs[i] := 0;',
+    seed: 6,
+  },
+  {
+    name: '(i) sliding: retryAtMs one millisecond late',
+    from: 'w - room / prev END;',
+    to: 'w - room / prev + 1 END;',
+    occurrences: 2, // the banned answer's usage and the decided one's
+    seed: 5,
+  },
+  {
+    name: '(j) gcra: a charge advances the counter by the cost, not the cost × windowMs',
+    from: "CASE WHEN algs[i] = 'gcra' THEN p_cost * p_window_ms[i] ELSE p_cost END",
+    to: 'p_cost',
+    seed: 3,
+  },
+  {
+    name: "(k) gcra: the counter drains at the request's limit, not the one it was charged with",
+    from: 's_limit := r.window_limits[j];',
+    to: 's_limit := lim;',
+    occurrences: 2,
+    seed: 2,
+  },
+  {
+    // Not here: gcra's resetAtMs rounded down. The comparison's limits divide its windows' lengths, so the quotient is
+    // whole and the rounding never shows; rate-limit-algorithms.test.ts (limits that do not divide) catches it.
+    name: '(l) used rounded down (floor, not ceil, of the unit-milliseconds held)',
+    from: 'used_units := (cnt + w - 1) / w;',
+    to: 'used_units := cnt / w;',
+    occurrences: 2,
     seed: 1,
+  },
+  {
+    name: "(m) another algorithm's counter converted to its units rounded down: one extra unit admitted",
+    from: '(held + w - 1) / w',
+    to: 'held / w',
+    occurrences: 2, // to gcra, to sliding or fixed
+    seed: 2,
   },
 ];
 
@@ -66,12 +117,13 @@ const MUTATIONS: Mutation[] = [
 const EVERY_SEED = process.env.PETSTORE_PG_MUTATIONS === '1';
 const SEEDS = [1, 2, 3, 4, 5, 6];
 
-/** The migrations' SQL for `schema`, with the batch consume function of rate-limit version 4 changed by `mutation`. */
+/** The migrations' SQL for `schema`, with the batch consume function of rate-limit version 6 changed by `mutation`. */
 function mutatedSql(schema: string, mutation: Mutation | undefined): string[] {
   return postgresMigrations({ schema }).map((migration) => {
-    if (mutation === undefined || migration.table !== 'petstore_rate_limits' || migration.version !== 4) return migration.sql;
+    if (mutation === undefined || migration.table !== 'petstore_rate_limits' || migration.version !== 6) return migration.sql;
     const parts = migration.sql.split(mutation.from);
-    if (parts.length !== 2) throw new Error(`${mutation.name}: the text to replace occurs ${parts.length - 1} times, not once`);
+    const occurrences = mutation.occurrences ?? 1;
+    if (parts.length !== occurrences + 1) throw new Error(`${mutation.name}: the text to replace occurs ${parts.length - 1} times, not ${occurrences}`);
     return parts.join(mutation.to);
   });
 }

@@ -21,11 +21,11 @@ import { readRateLimitState } from '../test-support/rate-limit-state.js';
 const T0 = Date.UTC(2026, 0, 1);
 const ALGORITHMS: readonly RateLimitAlgorithm[] = ['fixed', 'sliding', 'gcra'];
 
-/** A second of 5 units and a minute of 12, by `algorithm`. */
+/** A second of 6 units and a minute of 14, by `algorithm` (limits that do not divide the lengths: gcra rounds). */
 const windowsOf = (algorithm: RateLimitAlgorithm): RateLimitWindow[] =>
   [
-    { name: 'second', limit: 5, windowMs: 1000 },
-    { name: 'minute', limit: 12, windowMs: 60_000 },
+    { name: 'second', limit: 6, windowMs: 1000 },
+    { name: 'minute', limit: 14, windowMs: 60_000 },
   ].map((window) => (algorithm === 'fixed' ? window : { ...window, algorithm }));
 
 const request = (windows: RateLimitWindow[], nowMs: number, cost: number): ConsumeRequest => ({ windows, nowMs, cost, ban: undefined, banSubject: '' });
@@ -90,12 +90,13 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore: sliding and gcra windows'
         [T0 + 100, 2, windows],
         [T0 + 400, 3, windows],
         [T0 + 700, 2, windows], // the second is full
+        [T0 + 800, 1, windows],
         [T0 + 999, 1, windows],
         [T0 + 1000, 3, windows], // the next second: sliding still weighs the last one's 5 units
         [T0 + 1300, 2, windows],
         [T0 + 1800, 4, windows],
         [T0 + 2600, 5, windows],
-        [T0 + 2601, 6, windows], // above the limit: never fits, no retryAtMs
+        [T0 + 2601, 7, windows], // above the limit: never fits, no retryAtMs
         [T0 + 4200, 3, windows],
       ]);
       const rejected = results.filter((result) => !result.allowed);
@@ -163,7 +164,7 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore: sliding and gcra windows'
     const expected = decision.consume(request(fixed, T0 + 1400, 1));
     const { rows } = await pool.query<{ outcome: number; used: string }>(
       `SELECT outcome, used FROM "${schema}".petstore_rate_limits_consume_many(ARRAY['account:old'], '{1}', '{1}', '{""}', ARRAY[$1::bigint],
-        '{1}', '{2}', '{second,minute}', '{5,12}', '{1000,60000}', '{0}', '{0}', '{0}', NULL::bigint)`,
+        '{1}', '{2}', '{second,minute}', '{6,14}', '{1000,60000}', '{0}', '{0}', '{0}', NULL::bigint)`,
       [T0 + 1400],
     );
     expect(rows).toEqual([{ outcome: expected.result.allowed ? 0 : 1, used: expected.result.windows.map((window) => window.used).join(',') }]);
