@@ -773,6 +773,43 @@ export function defineContractCases(impl: ServerImpl, { bodyCasesOnly = false }:
       });
     });
 
+    // docs/http-api.md, "Algorithms": the free plan's 60 in the last ms of a minute, then the first request of the
+    // next. fixed: a new window, its first unit. sliding: the previous minute still weighs 60 units, one less each
+    // second, its weight gone when the new minute ends. gcra: one unit drains each second, all 60 are back a minute
+    // after the burst. Then a retry after exactly Retry-After (or 1 s) is admitted: never sent back too early.
+    it.each([
+      { algorithm: 'fixed', status: 200, remaining: '59', retryAfter: null, remainingAfterRetry: '58' },
+      { algorithm: 'sliding', status: 429, remaining: '0', retryAfter: '1', remainingAfterRetry: '0' },
+      { algorithm: 'gcra', status: 429, remaining: '0', retryAfter: '1', remainingAfterRetry: '0' },
+    ] as const)(
+      'rateLimit.algorithm $algorithm: after the 60 of a free key in the last ms of a minute, the next minute\'s first request answers $status',
+      async ({ algorithm, status, remaining, retryAfter, remainingAfterRetry }) => {
+        await withOwnServer(
+          async (own) => {
+            const minuteEndMs = (Math.floor(own.clock.now() / MINUTE_MS) + 1) * MINUTE_MS;
+            own.clock.set(minuteEndMs - 1);
+            const burst = await Promise.all(Array.from({ length: 60 }, () => call(own, '/v1/categories', { apiKey: API_KEYS.burst })));
+            expect(burst.map((answer) => answer.status)).toEqual(Array.from({ length: 60 }, () => 200));
+            own.clock.set(minuteEndMs);
+            const next = await call(own, '/v1/categories', { apiKey: API_KEYS.burst });
+            expect(next.status, next.text).toBe(status);
+            expectRateLimitHeaders(next, own);
+            expect({
+              limit: next.headers.get('x-ratelimit-limit'),
+              remaining: next.headers.get('x-ratelimit-remaining'),
+              reset: next.headers.get('x-ratelimit-reset'),
+              retryAfter: next.headers.get('retry-after'),
+            }).toEqual({ limit: '60', remaining, reset: String((minuteEndMs + MINUTE_MS) / 1000), retryAfter });
+            own.clock.advance(1_000);
+            const retried = await call(own, '/v1/categories', { apiKey: API_KEYS.burst });
+            expect(retried.status, retried.text).toBe(200);
+            expect(retried.headers.get('x-ratelimit-remaining')).toBe(remainingAfterRetry);
+          },
+          { rateLimit: { algorithm } },
+        );
+      },
+    );
+
     it('admits exactly 60 of 100 parallel requests of a free key and answers the other 40 with 429', async () => {
       const answers = await Promise.all(
         Array.from({ length: 100 }, () => call(server, '/v1/categories', { apiKey: API_KEYS.burst })),

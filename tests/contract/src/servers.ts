@@ -173,8 +173,11 @@ export interface StartOptions {
   deprecation?: Partial<DeprecationPolicy>;
   /** `maxKeys` of the memory store for callers without a valid key (per client address). Default: the store's. */
   anonymousMaxKeys?: number;
-  /** `rateLimit.cost` and `rateLimit.ban` of the petstore. Default: none (every operation costs 1; the default ban). */
-  rateLimit?: Pick<PetstoreRateLimitOptions, 'cost' | 'ban'>;
+  /**
+   * `rateLimit.cost`, `rateLimit.ban` and `rateLimit.algorithm` of the petstore. Default: none (every operation
+   * costs 1; the default ban; fixed windows).
+   */
+  rateLimit?: Pick<PetstoreRateLimitOptions, 'cost' | 'ban' | 'algorithm'>;
   /** The petstore's `docs` option (the reference page at /v1/docs). Default: off. */
   docs?: boolean;
 }
