@@ -6,7 +6,9 @@
  * conformance suite too, with the table of what caught what (seed and step) printed for the record. (g) is
  * caught by rate-limit-store.test.ts ("keeps usage per window name across a plan change"), (h) by the
  * conformance suite's expiry case: the comparison's plans keep their window lengths, and its harness keeps keys
- * longer than asked (see `keepKeysAnHourLonger`).
+ * longer than asked (see `keepKeysAnHourLonger`). (l) and (o) are caught by rate-limit-algorithms.test.ts: the
+ * comparison's clock never goes back (l), and its limits divide their windows, so a gcra retry is always a whole
+ * number of ms (o).
  *
  *   PETSTORE_MUTATIONS=1 npx vitest run --project @petstore/storage-redis model-mutations
  */
@@ -82,7 +84,53 @@ const MUTATIONS: Mutation[] = [
     mustCatch: false,
     patch: (lua) => replaceOnce(lua, '  for b = 1, k, 4 do\n    at = max(at, kept[b + 3])', '  for b = 1, 0, 4 do\n    at = max(at, kept[b + 3])'),
   },
+  {
+    name: '(i) sliding: the previous window weighted from the wrong end (by the part of it already gone)',
+    mustCatch: true,
+    patch: (lua) => replaceEvery(lua, 'cp * (windowMs - (now - cs))', 'cp * (now - cs)'),
+  },
+  {
+    name: '(j) sliding: the window before is dropped at the boundary (its count not carried as the previous count)',
+    mustCatch: true,
+    patch: (lua) => replaceOnce(lua, 'if ss == start then cc, cp = sc, sp elseif ss == start - windowMs then cp = sc end', 'if ss == start then cc, cp = sc, sp end'),
+  },
+  {
+    name: '(k) gcra: an admission advances the counter by the cost, not by cost × windowMs',
+    mustCatch: true,
+    patch: (lua) => replaceOnce(lua, 'if a == 2 then counts[i] = counts[i] + cost * numbers[4 + n + i] else', 'if a == 2 then counts[i] = counts[i] + cost else'),
+  },
+  {
+    name: '(l) gcra: a counter charged ahead of now (another clock) is read at now, not at its own time',
+    mustCatch: false,
+    patch: (lua) => replaceOnce(lua, 'cs = max(now, ss)', 'cs = now'),
+  },
+  {
+    name: '(m) conversion: the units another algorithm held rounded down (floor), freeing one unit',
+    mustCatch: true,
+    patch: (lua) => replaceOnce(lua, 'units = ceil(heldOf(sa, windowMs, sL, ss, sc, sp, now) / windowMs)', 'units = floor(heldOf(sa, windowMs, sL, ss, sc, sp, now) / windowMs)'),
+  },
+  {
+    name: '(n) usage: the units held reported rounded down (floor instead of ceil of used)',
+    mustCatch: true,
+    patch: (lua) => replaceOnce(lua, 'local u = ceil(held / windowMs)', 'local u = floor(held / windowMs)'),
+  },
+  {
+    name: '(o) gcra: retryAtMs rounded down, one millisecond early',
+    mustCatch: false,
+    patch: (lua) => replaceOnce(lua, 'retry = cs + ceil(excess / limit)', 'retry = cs + floor(excess / limit)'),
+  },
+  {
+    name: '(p) sliding: the record expires one window early (its count still weighs in the next window)',
+    mustCatch: true,
+    patch: (lua) => replaceOnce(lua, 'if a == 1 then return startMs + 2 * windowMs end', 'if a == 1 then return startMs + windowMs end'),
+  },
 ];
+
+/** `text` with every occurrence of `from` replaced by `to`; throws when there is none. */
+function replaceEvery(text: string, from: string, to: string): string {
+  if (!text.includes(from)) throw new Error(`expected ${JSON.stringify(from)} in the script`);
+  return text.split(from).join(to);
+}
 
 const BACKENDS: Array<{ on: string; skip: boolean; connect: () => Redis | Cluster; prefix: () => string }> = [
   { on: 'Redis', skip: skipRedis, connect: () => connect(), prefix: () => uniquePrefix() },

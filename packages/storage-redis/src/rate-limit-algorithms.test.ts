@@ -16,7 +16,16 @@ import {
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { redisRateLimitStore } from './rate-limit-store.js';
-import { connect, expiresAtMs, readRateLimitState, redisNowMs, skipRedis, uniquePrefix } from '../test-support/redis.js';
+import {
+  connect,
+  expiresAtMs,
+  keepKeysAnHourLonger,
+  patchConsumeScript,
+  readRateLimitState,
+  redisNowMs,
+  skipRedis,
+  uniquePrefix,
+} from '../test-support/redis.js';
 
 const W = 10_000;
 /** A window start: 2026-01-01T00:00:00Z is a multiple of 10 s. */
@@ -32,9 +41,14 @@ function request(windows: readonly RateLimitWindow[], nowMs: number, cost: numbe
   return { windows, nowMs, cost, ban, banSubject };
 }
 
-/** A store deciding at the requests' time, no block cache (the script itself), and the model beside it. */
-function pair() {
-  const client = connect() as Redis;
+/**
+ * A store deciding at the requests' time, no block cache (the script itself), and the model beside it. The keys
+ * are kept an hour longer than the script asks (`keepKeysAnHourLonger`; not for `ttl`): Redis counts a TTL on its
+ * own clock, so a record that ends 1 ms after a request's time could be gone before the next step at that time.
+ */
+function pair(ttl: 'asked' | 'longer' = 'longer') {
+  const connected = connect() as Redis;
+  const client = ttl === 'longer' ? patchConsumeScript(connected, keepKeysAnHourLonger) : connected;
   const store = redisRateLimitStore({ client, keyPrefix: uniquePrefix(), time: 'request', blockCache: false });
   const model = new Map<string, { state: RateLimitState; expiresAtMs: number }>();
   const modelAt = (key: string, nowMs: number) => {
@@ -69,7 +83,8 @@ describe.skipIf(skipRedis)('redisRateLimitStore: sliding and gcra windows agains
   for (const algorithm of ['fixed', 'sliding', 'gcra'] as const) {
     it(`decides ${algorithm} windows as the model does across window boundaries, with costs above 1`, async () => {
       const { consume } = pair();
-      const windows = windowsOf(algorithm);
+      // 7 and 28 units do not divide 10 s and 60 s: retries and drains fall between whole ms, where rounding shows.
+      const windows = windowsOf(algorithm, 7);
       const steps: Array<[offsetMs: number, cost: number]> = [
         [1_000, 3], [2_000, 4], [2_001, 4], [9_999, 2], [W, 3], [W + 1, 5], [12_500, 4], [15_000, 2],
         [19_999, 6], [2 * W, 1], [25_000, 5], [25_000, 5], [33_333, 3], [6 * W - 1, 7], [6 * W, 9], [7 * W + 4_321, 2],
@@ -105,6 +120,15 @@ describe.skipIf(skipRedis)('redisRateLimitStore: sliding and gcra windows agains
     expect(await consume('anon:g', request(windows, T0 + 1_000, 2))).toMatchObject({ allowed: false, windows: [{ used: 10, retryAtMs: T0 + 2_500 }] });
     expect(outcome(await consume('anon:g', request(windows, T0 + 2_499, 2)))).toBe('rate_limited');
     expect(await consume('anon:g', request(windows, T0 + 2_500, 2))).toMatchObject({ allowed: true, windows: [{ used: 10, remaining: 0 }] });
+  });
+
+  it('reads a gcra counter charged ahead of now (another instance’s clock) at its own time', async () => {
+    const { consume } = pair();
+    const windows = windowsOf('gcra', 7);
+    await consume('account:ahead', request(windows, T0 + 5_000, 3));
+    for (const [offsetMs, cost] of [[1_000, 2], [4_000, 3], [5_000, 1], [6_000, 4]] as const) {
+      await consume('account:ahead', request(windows, T0 + offsetMs, cost));
+    }
   });
 
   it('converts a live counter when the plan changes algorithm, never freeing units already used', async () => {
@@ -175,7 +199,7 @@ describe.skipIf(skipRedis)('redisRateLimitStore: sliding and gcra windows agains
 
   for (const algorithm of ['sliding', 'gcra'] as const) {
     it(`keeps a ${algorithm} record until the model's expiry (its counters' ends), set on Redis's clock`, async () => {
-      const { client, store } = pair();
+      const { client, store } = pair('asked');
       const key = `account:ttl-${algorithm}`;
       const consumeRequest = request(windowsOf(algorithm), T0 + 2_500, 3);
       const { expiresAtMs: modelExpiry } = decideConsume(undefined, consumeRequest);
