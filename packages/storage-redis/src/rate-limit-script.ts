@@ -1,6 +1,6 @@
 /**
  * The Lua scripts of the rate-limit store. `CONSUME_LUA` is a mirror of `decideConsume` from `@petstore/core`
- * (rate-limit/fixed-window.ts), run by Redis atomically, so concurrent consumes of one record — also from
+ * (rate-limit/decide.ts, and rate-limit/window-algorithms.ts for sliding and gcra windows), run by Redis atomically, so concurrent consumes of one record — also from
  * different processes — never interleave. One call decides a **batch** of consumes, in order: the store
  * gathers the consumes one process starts within one turn of its event loop into one call (see
  * consume-batches.ts), and every consume in it is decided and charged exactly as if it had come alone.
@@ -14,16 +14,20 @@
  *             "expired". Checked once, first: a script runs alone, so nothing after the check waits.
  * ARGV[3]     P, the number of distinct policies in the batch; then three arguments per policy:
  *             - the windows' signature: `[[name, limit, windowMs], …]` as JSON, in request order (stored as it
- *               is, so the record tells what each window was last charged with);
+ *               is, so the record tells what each window was last charged with), a sliding or gcra window with
+ *               its algorithm as a fourth element;
  *             - the `struct` format of the record's numbers for these windows: '<BI4' then 2n 'd';
  *             - the policy's numbers as a JSON array: n, ban rejectedThreshold (0: no ban policy), ban
- *               intervalMs, ban durationMs, the n limits, the n windowMs (one `cjson.decode` per policy and
- *               batch; plain ASCII, so the client sends the call as text).
+ *               intervalMs, ban durationMs, the n limits, the n windowMs, and only when a window is not fixed,
+ *               the n algorithms (0 fixed, 1 sliding, 2 gcra) (one `cjson.decode` per policy and batch; plain
+ *               ASCII, so the client sends the call as text).
  * then, per consume: its policy's number 1..P, its cost (units), its ban subject (a keyId, '' for an anonymous
  * record), and in 'request' mode its nowMs.
  *
  * The record (see `rateLimitRedisKey` for the byte table): `struct.pack('<BI4' .. 'd' × 2n)` of n, the
- * signature's length, the n window starts, the n window counts; then the signature; then one entry per ban
+ * signature's length, the n window starts, the n window counts; then the signature; then, per sliding window in
+ * window order, `struct.pack('<d')` of its previous window's count (none when no window is sliding, so a record of
+ * fixed windows is what it was before sliding and gcra existed); then one entry per ban
  * subject that is banned or counting rejections: `struct.pack('<dddI4')` of the rejection interval's start and
  * count (0, 0: none), the ban's end (0: none) and the subject's length, then the subject. Times are Unix epoch
  * ms, all numbers integers (doubles: exact below 2^53).
@@ -35,14 +39,22 @@
  *
  * Returns a flat array of integers: Redis's clock (TIME, Unix epoch ms), then `-1` alone when the deadline had
  * passed, else per consume { outcome,
- * bannedUntilMs, used_1, …, used_n } with outcome 0 = allowed, 1 = rate_limited, 2 = banned, 3 = the key holds
+ * bannedUntilMs, used_1, …, used_n } (under a policy with a sliding or gcra window, { used_i, resetAtMs_i,
+ * retryAtMs_i } per window instead, retryAtMs -1 when none) with outcome 0 = allowed, 1 = rate_limited, 2 = banned, 3 = the key holds
  * a value of another type, 4 = the key holds a string that is not a record (nothing read or written for it in
  * both cases), and the used count of each window in request order (the client derives each window's reset
  * from the decision's nowMs).
  *
  * When the request's windows differ from those stored (another signature: a plan change, or a new key), counts
  * carry over by window name where the window's length is the same, and windows the request no longer names are
- * dropped.
+ * dropped; a counter another algorithm wrote is converted to the units it holds, rounded up.
+ *
+ * One script for the three algorithms, not one per algorithm: a batch mixes policies of any algorithms, a plan
+ * change converts a counter between them inside one decision, and the fixed path is the one it always was (its
+ * windows decided by the same lines; the others go through `carry`, taken only when the policy or the record has a
+ * sliding or gcra window). Numbers are doubles: every value is a whole number below 2^53 (unit-milliseconds are
+ * at most limit × windowMs <= 2^50), so the arithmetic is exact, and they are written with `struct.pack('d')` and
+ * answered as integers, never through `tostring`.
  *
  * A batch pays a call's fixed cost, TIME and the policies once, and each key's GET and SET once however often the
  * key appears (costs: BENCHMARKS.md, section "Redis CPU per decision: the consume script and its pieces"). One

@@ -125,9 +125,13 @@ export interface RedisRateLimitStore extends RateLimitStore {
  * the numbers are doubles, exact below 2^53, times in Unix epoch ms):
  *
  * 1. one byte n, the number of windows; a 4-byte unsigned length L;
- * 2. the n window starts, then the n window counts (units), 8 bytes each;
+ * 2. the n window starts, then the n window counts, 8 bytes each (`fixed`, `sliding`: the epoch-aligned window
+ *    start and units counted; `gcra`: when last charged and the outstanding unit-milliseconds, units × windowMs);
  * 3. L bytes of JSON, `[[name, limit, windowMs], …]`: each window's name and the limit and length it was last
- *    charged with, in the order of the starts and counts;
+ *    charged with, in the order of the starts and counts, a `sliding` or `gcra` window's algorithm as a fourth
+ *    element;
+ * 3b. per `sliding` window, in window order: the units counted in the window before, 8 bytes (none for a record
+ *    of fixed windows, which keeps the layout it always had);
  * 4. per ban subject that is banned or counting rejections (a key's `keyId`, `''` for an anonymous record):
  *    the start of its rejection interval and its rejection count (0 and 0: none), the end of its ban (0: none),
  *    8 bytes each; a 4-byte length; the subject's UTF-8 bytes.
@@ -144,8 +148,9 @@ export function rateLimitRedisKey(key: string, keyPrefix: string = DEFAULT_KEY_P
  * `EVAL` fallback when the server has not cached the script) that reads the record, checks every window and the
  * ban subject's ban, charges the cost to all windows or to none, counts a refusal toward the subject's ban,
  * starts the ban, prunes ended bans, and sets the key's expiry — a mirror of `decideConsume` from
- * `@petstore/core`, atomic across every process sharing the Redis server. One record is one string value, see
- * {@link rateLimitRedisKey}. `peek` is one read; `reset` one `DEL`.
+ * `@petstore/core`, atomic across every process sharing the Redis server, for every algorithm (`fixed`, `sliding`,
+ * `gcra`: `algorithms` lists all three, and a plan may change from one to another over a live record). One record
+ * is one string value, see {@link rateLimitRedisKey}. `peek` is one read; `reset` one `DEL`.
  *
  * The consumes this store starts within one turn of the event loop (the requests read in one poll phase) go
  * to Redis as ONE call, which decides them in the order they were started, each exactly as if it had come
