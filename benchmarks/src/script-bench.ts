@@ -1,10 +1,10 @@
 /**
  * Where a rate-limit decision's Redis time goes: the redis-server process's CPU time (`INFO cpu`) per call of
- * our consume script (one consume alone, eight of one key in one call, eight of eight keys in one call),
- * @fastify/rate-limit's script, and the pieces our script is made of, each measured alone on top of an empty
- * script with the same arguments. 20 connections send calls one at a time each (P = 1, as an app server's
- * client sends them) or 16 pipelined at a time (P = 16, where the fixed cost of a command is shared and
- * what the script itself costs shows). Rounds visit every variant in turn; the lowest round is reported (the
+ * our consume script (one consume alone, with fixed, sliding or gcra windows; eight of one key in one call,
+ * eight of eight keys in one call), @fastify/rate-limit's script, and the pieces our script is made of, each
+ * measured alone on top of an empty script with the same arguments. 20 connections send calls one at a time
+ * each (P = 1, as an app server's client sends them) or 16 pipelined at a time (P = 16, where the fixed cost of
+ * a command is shared and what the script itself costs shows). Rounds visit every variant in turn; the lowest round is reported (the
  * machine is shared: other load only ever adds time).
  */
 import { startRedisServer } from '@petstore/storage-redis/testing';
@@ -55,6 +55,17 @@ function consumeArgs(keys: string[]): (string | number)[] {
   return [keys.length, ...keys, 'server', '1', ...policyArgs(1e9, [20, 60_000, 900_000]), ...keys.flatMap(() => ['1', '1', 'k1'])];
 }
 
+/**
+ * One consume of key k1 under minute + day windows of `algorithm` (10^7 units each: limit × windowMs stays within
+ * 2^50), the default ban, server time.
+ */
+function algorithmArgs(algorithm: 'sliding' | 'gcra'): (string | number)[] {
+  const [limit, code] = [10_000_000, algorithm === 'sliding' ? 1 : 2];
+  const signature = `[["minute",${limit},60000,"${algorithm}"],["day",${limit},86400000,"${algorithm}"]]`;
+  const numbers = JSON.stringify([2, 20, 60_000, 900_000, limit, limit, 60_000, 86_400_000, code, code]);
+  return [1, 'petstore:rl:account:a1', 'server', '1', '1', signature, '<BI4dddd', numbers, '1', '1', 'k1'];
+}
+
 /** Bans key k2 of the account for a long time: its record then holds a ban besides the windows. */
 const BAN_ANOTHER_KEY = [1, 'petstore:rl:account:a1', 'server', '1', ...policyArgs(0, [1, 60_000, 1e12]), '1', '1', 'k2'];
 
@@ -74,6 +85,8 @@ interface Variant {
 const VARIANTS: Variant[] = [
   { name: "@fastify/rate-limit's script (INCR, PTTL; one window)", lua: PEER_LUA, args: [1, 'rl:Bearer k1', 60_000, 1e9, 'false', 'false'], consumesPerCall: 1 },
   { name: 'ours, one consume per call', lua: CONSUME_LUA, args: ONE, consumesPerCall: 1 },
+  { name: 'ours, one consume per call, sliding windows', lua: CONSUME_LUA, args: algorithmArgs('sliding'), consumesPerCall: 1 },
+  { name: 'ours, one consume per call, gcra windows', lua: CONSUME_LUA, args: algorithmArgs('gcra'), consumesPerCall: 1 },
   { name: "ours, one consume per call, the record holding another key's ban", lua: CONSUME_LUA, args: ONE, consumesPerCall: 1, setup: BAN_ANOTHER_KEY },
   { name: 'ours, 8 consumes of one key per call', lua: CONSUME_LUA, args: consumeArgs(Array(8).fill('petstore:rl:account:a1')), consumesPerCall: 8 },
   {
