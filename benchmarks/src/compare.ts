@@ -9,16 +9,25 @@
  * (so the drift of a noisy machine spreads over all of them), and the table shows medians of the rounds. The
  * petstore servers run in both versions (`base:<name>`), the peer and bare servers once.
  *
+ * Servers on Redis or PostgreSQL (`fastify-petstore-postgres`, …) get a throwaway redis-server or PostgreSQL
+ * (`resolveTestRedis`, `resolveTestPostgres`: `REDIS_URL` / `DATABASE_URL` when set), the PostgreSQL tables migrated and
+ * seeded by this checkout in a schema of their own, shared by both commits' servers; their rows add the statements
+ * or commands sent per answered request.
+ *
  * Default servers: fastify-petstore, fastify-peer, fastify-bare, express-petstore, express-peer, express-bare.
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
 import { load, median, pinSelf, serverStats, startServerProcess, unpinSelf } from './http-bench.js';
-import { SERVER_NAMES, type ServerName } from './servers.js';
+import { resolveTestPostgres } from '@petstore/storage-postgres/testing';
+import { resolveTestRedis } from '@petstore/storage-redis/testing';
+import pg from 'pg';
+import { SERVER_NAMES, seedPostgres, serverNeeds, type ServerDatabases, type ServerName } from './servers.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const args = process.argv.slice(2);
@@ -71,7 +80,30 @@ async function bundle(tree: string, outfile: string): Promise<void> {
 
 const work = mkdtempSync(join(tmpdir(), 'petstore-compare-'));
 const servers = new Map<string, { port: number; child: ChildProcess }>();
+const needs = { redis: names.some((name) => serverNeeds(name).redis), postgres: names.some((name) => serverNeeds(name).postgres) };
+const stops: Array<() => Promise<void>> = [];
 try {
+  const databases: ServerDatabases = {};
+  if (needs.redis) {
+    const redis = await resolveTestRedis();
+    if ('skipReason' in redis) throw new Error(`these servers need Redis: ${redis.skipReason}`);
+    stops.push(() => redis.stop());
+    databases.redisUrl = redis.url;
+    databases.redisKeyPrefix = `petstore_compare_${randomBytes(4).toString('hex')}:`;
+  }
+  if (needs.postgres) {
+    const postgres = await resolveTestPostgres();
+    if ('skipReason' in postgres) throw new Error(`these servers need PostgreSQL: ${postgres.skipReason}`);
+    stops.push(() => postgres.stop());
+    const schema = `petstore_compare_${randomBytes(4).toString('hex')}`;
+    const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
+    try {
+      await seedPostgres(pool, schema);
+    } finally {
+      await pool.end();
+    }
+    databases.postgres = { url: postgres.url, schema };
+  }
   const baseTree = join(work, 'base');
   execFileSync('mkdir', ['-p', baseTree]);
   execFileSync('sh', ['-c', `git -C "${root}" archive "$1" | tar -x -C "${baseTree}"`, 'archive', base]);
@@ -90,22 +122,24 @@ try {
   const [load1] = loadavg();
   const pinned = pinSelf(1);
   if (!pinned) log('taskset is missing: the servers and the load generator are not pinned');
-  for (const run of runs) servers.set(run.label, await startServerProcess(run.name, {}, pinned ? 0 : undefined, 1, run.bundlePath));
+  for (const run of runs) servers.set(run.label, await startServerProcess(run.name, databases, pinned ? 0 : undefined, 1, run.bundlePath));
   for (const run of runs) {
     log(`warm-up ${run.label}`);
     await load((servers.get(run.label) as { port: number }).port, 3, connections);
   }
-  const samples = new Map(runs.map((run) => [run.label, { rps: [] as number[], cpu: [] as number[], non2xx: 0 }]));
+  const samples = new Map(runs.map((run) => [run.label, { rps: [] as number[], cpu: [] as number[], non2xx: 0, roundTrips: 0, answers: 0 }]));
   for (let round = 1; round <= rounds; round++) {
     for (const run of runs) {
       const { port, child } = servers.get(run.label) as { port: number; child: ChildProcess };
-      const sample = samples.get(run.label) as { rps: number[]; cpu: number[]; non2xx: number };
+      const sample = samples.get(run.label) as { rps: number[]; cpu: number[]; non2xx: number; roundTrips: number; answers: number };
       const before = await serverStats(child);
       const result = await load(port, seconds, connections);
       const after = await serverStats(child);
       sample.rps.push(result.requests.average);
       sample.cpu.push((after.cpuMicros - before.cpuMicros) / result['2xx']);
       sample.non2xx += result.non2xx + result.errors;
+      sample.roundTrips += after.redisCommands - before.redisCommands + after.postgresStatements - before.postgresStatements;
+      sample.answers += result['2xx'];
       log(`round ${round} ${run.label}: ${Math.round(result.requests.average)} req/s, ${sample.cpu.at(-1)?.toFixed(2)} µs CPU per request`);
     }
   }
@@ -118,15 +152,22 @@ try {
       ? `each server alone on core 0, autocannon on core 1 (taskset); 1-minute load average at the start ${load1?.toFixed(2)}.\n`
       : `not pinned (no taskset); 1-minute load average at the start ${load1?.toFixed(2)}.\n`,
   );
-  console.log('| server | req/s (median) | server CPU µs/request (median) | CPU vs base | non-2xx |');
-  console.log('|---|---:|---:|---:|---:|');
+  const withDatabases = needs.redis || needs.postgres;
+  console.log(`| server | req/s (median) | server CPU µs/request (median) | CPU vs base | non-2xx |${withDatabases ? ' database round trips/request |' : ''}`);
+  console.log(`|---|---:|---:|---:|---:|${withDatabases ? '---:|' : ''}`);
   for (const run of runs) {
-    const sample = samples.get(run.label) as { rps: number[]; cpu: number[]; non2xx: number };
+    const sample = samples.get(run.label) as { rps: number[]; cpu: number[]; non2xx: number; roundTrips: number; answers: number };
     const baseLabel = `base:${run.name}`;
     const versus = run.label !== baseLabel && samples.has(baseLabel) ? `${(cpuOf(run.label) / cpuOf(baseLabel)).toFixed(3)}×` : '';
-    console.log(`| ${run.label} | ${Math.round(median(sample.rps))} | ${cpuOf(run.label).toFixed(2)} | ${versus} | ${sample.non2xx} |`);
+    const { redis, postgres } = serverNeeds(run.name);
+    const roundTrips = !withDatabases ? '' : redis || postgres ? ` ${(sample.roundTrips / sample.answers).toFixed(3)} |` : ' — |';
+    console.log(`| ${run.label} | ${Math.round(median(sample.rps))} | ${cpuOf(run.label).toFixed(2)} | ${versus} | ${sample.non2xx} |${roundTrips}`);
   }
 } finally {
+  // Servers first: their pools and clients close before the databases stop.
+  const exits = [...servers.values()].map(({ child }) => new Promise((resolve) => (child.exitCode === null ? child.once('exit', resolve) : resolve(undefined))));
   for (const { child } of servers.values()) child.kill('SIGTERM');
+  await Promise.all(exits);
+  for (const stop of stops) await stop();
   rmSync(work, { recursive: true, force: true });
 }
