@@ -74,14 +74,15 @@ function recordsFor(algorithms: readonly RateLimitAlgorithm[]): readonly RecordS
     {
       key: 'account:acme',
       subjects: ['k1', 'k2', 'k3'],
-      plans: [minuteAndDay(8, 40), minuteAndDay(8, 40, use('sliding')), minuteAndDay(12, 30, use('gcra'))],
+      plans: [minuteAndDay(8, 40), minuteAndDay(8, 40, use('sliding')), minuteAndDay(14, 30, use('gcra'))],
       ban: { rejectedThreshold: 3, intervalMs: MINUTE_MS, durationMs: 4 * MINUTE_MS + 500 },
     },
     // A ban interval longer than the minute: rejections of one minute still count after admissions in the next.
     {
       key: 'account:solo',
       subjects: ['k4'],
-      plans: [minuteAndDay(5, 20, use('gcra'))],
+      // 7 per minute: a gcra unit drains in 8,571.4 ms, so retries and ends fall between whole milliseconds.
+      plans: [minuteAndDay(7, 20, use('gcra'))],
       ban: { rejectedThreshold: 4, intervalMs: 5 * MINUTE_MS, durationMs: 90_000 },
     },
     {
