@@ -5,7 +5,7 @@
  */
 
 /** The `--only` keys, in the order of the report. */
-export const SECTION_KEYS = ['http', 'backends', 'scaleout', 'script', 'core', 'memory', 'hostile', 'list', 'observability'] as const;
+export const SECTION_KEYS = ['http', 'backends', 'scaleout', 'script', 'algorithms', 'core', 'memory', 'hostile', 'list', 'observability'] as const;
 export type SectionKey = (typeof SECTION_KEYS)[number];
 
 /** The heading line of each section. */
@@ -14,6 +14,7 @@ export const SECTION_HEADINGS: Record<SectionKey, string> = {
   backends: '## Backends: memory, Redis, PostgreSQL',
   scaleout: '## Scale-out: K app processes on one Redis',
   script: '## Redis CPU per decision: the consume script and its pieces',
+  algorithms: '## PostgreSQL CPU per decision, by algorithm',
   core: '## Core: rate-limit decisions per second, minute + day windows',
   memory: '## Memory store',
   hostile: '## Hostile bodies: POST /v1/categories, up to 1 MiB',
@@ -29,6 +30,7 @@ export const BUDGET_PREFIXES: Record<SectionKey, readonly string[]> = {
   backends: ['- Managed keys', '- Flood'],
   scaleout: ['- Redis CPU per request', '- Throughput with K', "- A banned key's"],
   script: [],
+  algorithms: [],
   core: ['- Core '],
   memory: ['- Memory store'],
   hostile: ['- Worst 1 MiB body', '- Every hostile body'],

@@ -4,7 +4,7 @@
  * hostile 1 MiB request bodies; writes BENCHMARKS.md at the repository root.
  *
  * Flags: `--quick` (short runs, for trying the harness),
- * `--only=http,backends,scaleout,script,core,memory,hostile,list,observability` (all by default; with `--only`, the
+ * `--only=http,backends,scaleout,script,algorithms,core,memory,hostile,list,observability` (all by default; with `--only`, the
  * other sections of the existing BENCHMARKS.md are kept). `PETSTORE_BASELINE_CORE=<built core dist/index.js>` adds
  * the core of another commit to the Observability section (see observability-bench.ts).
  */
@@ -16,6 +16,7 @@ import { resolveTestRedis } from '@petstore/storage-redis/testing';
 import { runHttpBenchmark, type HttpRow } from './http-bench.js';
 import type { BackendsResult } from './backends-bench.js';
 import type { CoreBenchResult } from './core-bench.js';
+import type { PgAlgorithmsResult } from './pg-algorithms-bench.js';
 import type { HostileBenchResult } from './hostile-bench.js';
 import type { ListBenchResult } from './list-bench.js';
 import type { MemoryBenchResult } from './memory-bench.js';
@@ -61,6 +62,11 @@ if (only.has('script')) {
   log('Redis CPU per call of the consume script and its pieces');
   script = await (await import('./script-bench.js')).runScriptBenchmark({ quick }, log);
 }
+let algorithms: PgAlgorithmsResult | undefined;
+if (only.has('algorithms')) {
+  log('PostgreSQL CPU per decision by algorithm');
+  algorithms = await (await import('./pg-algorithms-bench.js')).runPgAlgorithmsBenchmark({ quick }, log);
+}
 let core: CoreBenchResult | undefined;
 if (only.has('core')) {
   log('core micro-benchmark');
@@ -90,7 +96,7 @@ if (only.has('observability')) {
   observability = await (await import('./observability-bench.js')).runObservabilityBenchmark({ quick });
 }
 
-const fresh = renderReport({ http, backends, scaleOut, script, core, memory, hostile, list, observability, settings, quick });
+const fresh = renderReport({ http, backends, scaleOut, script, algorithms, core, memory, hostile, list, observability, settings, quick });
 const target = fileURLToPath(new URL('../../BENCHMARKS.md', import.meta.url));
 let report = fresh;
 if (onlyFlag !== undefined && existsSync(target)) {
@@ -111,6 +117,7 @@ interface ReportInput {
   backends: BackendsResult | undefined;
   scaleOut: ScaleOutResult | undefined;
   script: ScriptBenchResult | undefined;
+  algorithms: PgAlgorithmsResult | undefined;
   core: CoreBenchResult | undefined;
   memory: MemoryBenchResult | undefined;
   hostile: HostileBenchResult | undefined;
@@ -120,7 +127,7 @@ interface ReportInput {
   quick: boolean;
 }
 
-function renderReport({ http, backends, scaleOut, script, core, memory, hostile, list, observability, settings, quick }: ReportInput): string {
+function renderReport({ http, backends, scaleOut, script, algorithms, core, memory, hostile, list, observability, settings, quick }: ReportInput): string {
   const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
   const ratio = (n: number) => `${n.toFixed(2)}×`;
   const verdict = (ok: boolean) => (ok ? 'met' : '**missed**');
@@ -318,6 +325,18 @@ function renderReport({ http, backends, scaleOut, script, core, memory, hostile,
       ...script.rows.map((row) => `| ${row.name} | ${script.depths.map((depth) => (row.microsPerConsume[depth] as number).toFixed(2)).join(' | ')} |`),
       '',
     );
+  }
+  if (algorithms) {
+    lines.push(
+      SECTION_HEADINGS.algorithms,
+      '',
+      `The PostgreSQL rate-limit store (PostgreSQL ${algorithms.version}) consuming a minute and a day window counted by each algorithm (a quota no run uses up, no ban), one consume per statement and 16 per statement (the consumes of one event-loop turn share one); ${fmt(algorithms.consumes)} consumes per algorithm and round, ${algorithms.rounds} rounds visiting the three in turn, the median round. "PostgreSQL CPU" is that of the PostgreSQL server's processes (/proc) ÷ consumes. Redis: the script rows of the section before; memory: the Core section.`,
+      '',
+      '| algorithm | consumes per statement | PostgreSQL CPU µs per decision | × fixed |',
+      '|---|---:|---:|---:|',
+    );
+    for (const row of algorithms.rows) lines.push(`| ${row.algorithm} | ${row.batch} | ${row.micros.toFixed(1)} | ${ratio(row.overFixed)} |`);
+    lines.push('');
   }
   if (core) {
     lines.push(
