@@ -168,19 +168,11 @@ export function decideConsume(previous: RateLimitState | undefined, request: Con
       usage.push(undefined as unknown as WindowUsage);
     }
   }
-  /** Reports the sliding and gcra windows' usage: a rejection (`retryCost`) says when each has room for the cost. */
-  const reportOthers = (retryCost: number | undefined) => {
-    if (other === undefined) return;
-    for (let index = 0; index < usage.length; index += 1) {
-      const counter = other[index];
-      if (counter !== undefined) usage[index] = usageOf((request.windows[index] as { name: string }).name, counter, nowMs, retryCost);
-    }
-  };
 
   const previousBans = previous?.bans;
   const subject = previousBans === undefined ? undefined : own(previousBans, banSubject);
   const banned = subject !== undefined && subject.bannedUntilMs > nowMs;
-  if (banned || !hasRoom) reportOthers(cost);
+  if (other !== undefined && (banned || !hasRoom)) reportOthers(usage, other, request, cost);
   if (banned) {
     const state = previous as RateLimitState;
     return {
@@ -214,7 +206,7 @@ export function decideConsume(previous: RateLimitState | undefined, request: Con
       entry.used = fixed.count;
       entry.remaining = entry.limit > fixed.count ? entry.limit - fixed.count : 0;
     }
-    reportOthers(undefined);
+    if (other !== undefined) reportOthers(usage, other, request, undefined);
     const kept = subject === undefined ? undefined : liveBan(subject, nowMs, ban);
     if (kept !== undefined) setOwn(bans, banSubject, kept);
     result = { allowed: true, nowMs, windows: usage };
@@ -235,6 +227,18 @@ export function decideConsume(previous: RateLimitState | undefined, request: Con
   }
   const state: RateLimitState = { counters, bans };
   return { state, result, expiresAtMs: expiryOf(state, nowMs, ban) };
+}
+
+/**
+ * Fills in the usage of the sliding and gcra windows (`other`, by window index) once the decision is known; a
+ * rejection (`retryCost`) says when each has room for the cost. A function of its own, not a closure: the fixed
+ * path allocates nothing for it.
+ */
+function reportOthers(usage: WindowUsage[], other: readonly (WindowCounter | undefined)[], request: ConsumeRequest, retryCost: number | undefined): void {
+  for (let index = 0; index < usage.length; index += 1) {
+    const counter = other[index];
+    if (counter !== undefined) usage[index] = usageOf((request.windows[index] as { name: string }).name, counter, request.nowMs, retryCost);
+  }
 }
 
 /**
