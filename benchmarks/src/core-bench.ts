@@ -20,18 +20,12 @@
  *
  * Try it: `node --expose-gc --import tsx src/core-bench.ts [--quick]` from benchmarks/.
  */
-import {
-  DAY_MS,
-  DEFAULT_BAN_POLICY,
-  MINUTE_MS,
-  type RateLimitAlgorithm,
-  type RateLimitWindow,
-} from "@petstore/core";
-import { memoryRateLimitStore } from "@petstore/storage-memory";
-import { RateLimiterMemory, RateLimiterUnion } from "rate-limiter-flexible";
-import { Bench } from "tinybench";
-import { pathToFileURL } from "node:url";
-import { distinctKeys } from "./keys.js";
+import { DAY_MS, DEFAULT_BAN_POLICY, MINUTE_MS, type RateLimitAlgorithm, type RateLimitWindow } from '@petstore/core';
+import { memoryRateLimitStore } from '@petstore/storage-memory';
+import { RateLimiterMemory, RateLimiterUnion } from 'rate-limiter-flexible';
+import { Bench } from 'tinybench';
+import { pathToFileURL } from 'node:url';
+import { distinctKeys } from './keys.js';
 
 /** One contender at one key count. */
 export interface CoreBenchRow {
@@ -62,19 +56,17 @@ export const BATCH = 1000;
 const UNREACHABLE_LIMIT = 1_000_000_000;
 
 const WINDOWS: readonly RateLimitWindow[] = [
-  { name: "minute", limit: UNREACHABLE_LIMIT, windowMs: MINUTE_MS },
-  { name: "day", limit: UNREACHABLE_LIMIT, windowMs: DAY_MS },
+  { name: 'minute', limit: UNREACHABLE_LIMIT, windowMs: MINUTE_MS },
+  { name: 'day', limit: UNREACHABLE_LIMIT, windowMs: DAY_MS },
 ];
 
 /**
  * The sliding and gcra windows: limits within their exact range (`limit × windowMs <= 2^50`) that no run reaches
  * either (a key is charged a few thousand times per run).
  */
-const windowsOf = (
-  algorithm: Exclude<RateLimitAlgorithm, "fixed">
-): readonly RateLimitWindow[] => [
-  { name: "minute", limit: 10_000_000, windowMs: MINUTE_MS, algorithm },
-  { name: "day", limit: 10_000_000, windowMs: DAY_MS, algorithm },
+const windowsOf = (algorithm: Exclude<RateLimitAlgorithm, 'fixed'>): readonly RateLimitWindow[] => [
+  { name: 'minute', limit: 10_000_000, windowMs: MINUTE_MS, algorithm },
+  { name: 'day', limit: 10_000_000, windowMs: DAY_MS, algorithm },
 ];
 
 /** A contender filled with every key, ready to measure. */
@@ -102,11 +94,8 @@ function cycle(keys: readonly string[]): () => string {
   };
 }
 
-/** Our memory store, its windows counted by `algorithm`. */
-function oursWith(
-  name: string,
-  windows: readonly RateLimitWindow[]
-): Contender {
+/** Our memory store, charging `windows`. */
+function oursWith(name: string, windows: readonly RateLimitWindow[]): Contender {
   return {
     name,
     peer: false,
@@ -116,63 +105,31 @@ function oursWith(
       const run = async (count: number): Promise<void> => {
         for (let i = 0; i < count; i++) {
           // A new request per decision with the current time, as the engine builds it.
-          const result = await store.consume(nextKey(), {
-            windows,
-            cost: 1,
-            nowMs: Date.now(),
-            ban: DEFAULT_BAN_POLICY,
-            banSubject: "",
-          });
-          if (!result.allowed)
-            throw new Error(`benchmark decision rejected: ${result.reason}`);
+          const result = await store.consume(nextKey(), { windows, cost: 1, nowMs: Date.now(), ban: DEFAULT_BAN_POLICY, banSubject: '' });
+          if (!result.allowed) throw new Error(`benchmark decision rejected: ${result.reason}`);
         }
       };
       await run(keys.length);
-      if (store.size !== keys.length)
-        throw new Error(
-          `prefill left ${store.size} keys, expected ${keys.length}`
-        );
+      if (store.size !== keys.length) throw new Error(`prefill left ${store.size} keys, expected ${keys.length}`);
       return { run, dispose: async () => {} };
     },
   };
 }
 
-const ours = oursWith(
-  "ours: memoryRateLimitStore.consume (minute + day, atomic)",
-  WINDOWS
-);
-const oursSliding = oursWith(
-  "ours, sliding: memoryRateLimitStore.consume (minute + day, atomic)",
-  windowsOf("sliding")
-);
-const oursGcra = oursWith(
-  "ours, gcra: memoryRateLimitStore.consume (minute + day, atomic)",
-  windowsOf("gcra")
-);
+const ours = oursWith('ours: memoryRateLimitStore.consume (minute + day, atomic)', WINDOWS);
+const oursSliding = oursWith('ours, sliding: memoryRateLimitStore.consume (minute + day, atomic)', windowsOf('sliding'));
+const oursGcra = oursWith('ours, gcra: memoryRateLimitStore.consume (minute + day, atomic)', windowsOf('gcra'));
 
 /** rate-limiter-flexible: one `RateLimiterMemory` per window (points per duration in seconds). */
-function peerLimiters(
-  prefixes: readonly [string, string]
-): [RateLimiterMemory, RateLimiterMemory] {
+function peerLimiters(prefixes: readonly [string, string]): [RateLimiterMemory, RateLimiterMemory] {
   return [
-    new RateLimiterMemory({
-      keyPrefix: prefixes[0],
-      points: UNREACHABLE_LIMIT,
-      duration: MINUTE_MS / 1000,
-    }),
-    new RateLimiterMemory({
-      keyPrefix: prefixes[1],
-      points: UNREACHABLE_LIMIT,
-      duration: DAY_MS / 1000,
-    }),
+    new RateLimiterMemory({ keyPrefix: prefixes[0], points: UNREACHABLE_LIMIT, duration: MINUTE_MS / 1000 }),
+    new RateLimiterMemory({ keyPrefix: prefixes[1], points: UNREACHABLE_LIMIT, duration: DAY_MS / 1000 }),
   ];
 }
 
 /** Deletes every key, which also clears rate-limiter-flexible's timers (else they keep its maps for a day). */
-async function deleteAll(
-  limiters: readonly RateLimiterMemory[],
-  keys: readonly string[]
-): Promise<void> {
+async function deleteAll(limiters: readonly RateLimiterMemory[], keys: readonly string[]): Promise<void> {
   // `delete` works synchronously and answers a settled promise: no need to await each.
   const deletions: Promise<boolean>[] = [];
   for (const limiter of limiters) {
@@ -182,10 +139,7 @@ async function deleteAll(
 }
 
 /** Two limiters, consumed one after the other per decision; a rejection rejects and fails the run. */
-function peerSequential(
-  name: string,
-  prefixes: readonly [string, string]
-): Contender {
+function peerSequential(name: string, prefixes: readonly [string, string]): Contender {
   return {
     name,
     peer: true,
@@ -206,10 +160,10 @@ function peerSequential(
 }
 
 const peerUnion: Contender = {
-  name: "peer: RateLimiterUnion(minute, day) of RateLimiterMemory",
+  name: 'peer: RateLimiterUnion(minute, day) of RateLimiterMemory',
   peer: true,
   async prepare(keys) {
-    const limiters = peerLimiters(["minute", "day"]);
+    const limiters = peerLimiters(['minute', 'day']);
     const union = new RateLimiterUnion(...limiters);
     const nextKey = cycle(keys);
     const run = async (count: number): Promise<void> => {
@@ -224,14 +178,8 @@ const CONTENDERS: readonly Contender[] = [
   ours,
   oursSliding,
   oursGcra,
-  peerSequential(
-    "peer: 2 × RateLimiterMemory, keyPrefix 'minute'/'day', consume minute then day",
-    ["minute", "day"]
-  ),
-  peerSequential(
-    "peer: 2 × RateLimiterMemory, keyPrefix '', consume minute then day",
-    ["", ""]
-  ),
+  peerSequential("peer: 2 × RateLimiterMemory, keyPrefix 'minute'/'day', consume minute then day", ['minute', 'day']),
+  peerSequential("peer: 2 × RateLimiterMemory, keyPrefix '', consume minute then day", ['', '']),
   peerUnion,
 ];
 
@@ -246,16 +194,9 @@ interface Plan {
 }
 
 /** One round of one contender: its throughput samples, in decisions per second (one per batch). */
-async function sampleRound(
-  prepared: PreparedContender,
-  name: string,
-  keyCount: number,
-  plan: Plan
-): Promise<number[]> {
+async function sampleRound(prepared: PreparedContender, name: string, keyCount: number, plan: Plan): Promise<number[]> {
   // With many keys, the measured decisions of all rounds together cover every key at least once.
-  const iterations = plan.quick
-    ? 16
-    : Math.max(32, Math.ceil(keyCount / BATCH / plan.rounds(keyCount)));
+  const iterations = plan.quick ? 16 : Math.max(32, Math.ceil(keyCount / BATCH / plan.rounds(keyCount)));
   const bench = new Bench({
     name: `${name} @ ${keyCount} keys`,
     time: plan.timeMs,
@@ -268,45 +209,26 @@ async function sampleRound(
   bench.add(name, () => prepared.run(BATCH), { async: true });
   await bench.run();
   const result = bench.tasks[0]?.result;
-  if (result?.state !== "completed")
-    throw new Error(`benchmark ${name} did not complete: ${result?.state}`);
+  if (result?.state !== 'completed') throw new Error(`benchmark ${name} did not complete: ${result?.state}`);
   const samples = result.throughput.samples;
-  if (samples === undefined)
-    throw new Error(`benchmark ${name} kept no samples`);
+  if (samples === undefined) throw new Error(`benchmark ${name} kept no samples`);
   return samples.map((batchesPerSecond) => batchesPerSecond * BATCH);
 }
 
 /** Median, and relative margin of error (95 %, normal approximation) of the mean, of pooled samples. */
-function summarise(
-  name: string,
-  keys: number,
-  samples: readonly number[]
-): CoreBenchRow {
+function summarise(name: string, keys: number, samples: readonly number[]): CoreBenchRow {
   const sorted = samples.slice().sort((a, b) => a - b);
   const middle = sorted.length >> 1;
   const median =
-    sorted.length % 2 === 1
-      ? (sorted[middle] as number)
-      : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+    sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
   const mean = sorted.reduce((sum, value) => sum + value, 0) / sorted.length;
-  const variance =
-    sorted.reduce((sum, value) => sum + (value - mean) ** 2, 0) /
-    Math.max(1, sorted.length - 1);
+  const variance = sorted.reduce((sum, value) => sum + (value - mean) ** 2, 0) / Math.max(1, sorted.length - 1);
   const rme = (100 * 1.96 * Math.sqrt(variance / sorted.length)) / mean;
-  return {
-    name,
-    keys,
-    opsPerSecond: Math.round(median),
-    rme: Number(rme.toFixed(2)),
-    samples: sorted.length,
-  };
+  return { name, keys, opsPerSecond: Math.round(median), rme: Number(rme.toFixed(2)), samples: sorted.length };
 }
 
 /** Every contender at one key count, in interleaved rounds, each round on a freshly filled store. */
-async function measureKeyCount(
-  keyCount: number,
-  plan: Plan
-): Promise<CoreBenchRow[]> {
+async function measureKeyCount(keyCount: number, plan: Plan): Promise<CoreBenchRow[]> {
   const keys = distinctKeys(keyCount);
   const samples: number[][] = CONTENDERS.map(() => []);
   for (let round = 0; round < plan.rounds(keyCount); round++) {
@@ -314,16 +236,12 @@ async function measureKeyCount(
       globalThis.gc?.();
       const prepared = await contender.prepare(keys);
       globalThis.gc?.();
-      (samples[index] as number[]).push(
-        ...(await sampleRound(prepared, contender.name, keyCount, plan))
-      );
+      (samples[index] as number[]).push(...(await sampleRound(prepared, contender.name, keyCount, plan)));
       await prepared.dispose();
     }
   }
   globalThis.gc?.();
-  return CONTENDERS.map((contender, index) =>
-    summarise(contender.name, keyCount, samples[index] as number[])
-  );
+  return CONTENDERS.map((contender, index) => summarise(contender.name, keyCount, samples[index] as number[]));
 }
 
 /**
@@ -334,63 +252,36 @@ async function measureKeyCount(
  * @returns one row per contender and key count, and our median over the fastest peer configuration's.
  * @throws Error when any decision is rejected (the limits are meant to be unreachable).
  */
-export async function runCoreBenchmark(
-  options: { quick?: boolean } = {}
-): Promise<CoreBenchResult> {
+export async function runCoreBenchmark(options: { quick?: boolean } = {}): Promise<CoreBenchResult> {
   const quick = options.quick ?? false;
   const plan: Plan = quick
     ? { rounds: () => 1, warmupTimeMs: 50, timeMs: 200, quick }
-    : {
-        rounds: (keyCount) => (keyCount > 100_000 ? 2 : 3),
-        warmupTimeMs: 300,
-        timeMs: 600,
-        quick,
-      };
+    : { rounds: (keyCount) => (keyCount > 100_000 ? 2 : 3), warmupTimeMs: 300, timeMs: 600, quick };
   const keyCounts = quick ? [1000, 100_000] : [1000, 1_000_000];
   const rows: CoreBenchRow[] = [];
-  const ratios: CoreBenchResult["ratios"] = [];
-  const algorithms: CoreBenchResult["algorithms"] = [];
+  const ratios: CoreBenchResult['ratios'] = [];
+  const algorithms: CoreBenchResult['algorithms'] = [];
   for (const keyCount of keyCounts) {
     const measured = await measureKeyCount(keyCount, plan);
     rows.push(...measured);
     const oursRow = measured[CONTENDERS.indexOf(ours)] as CoreBenchRow;
-    const perDecision = (contender: Contender) =>
-      Number(
-        (
-          oursRow.opsPerSecond /
-          (measured[CONTENDERS.indexOf(contender)] as CoreBenchRow).opsPerSecond
-        ).toFixed(2)
-      );
-    algorithms.push({
-      keys: keyCount,
-      sliding: perDecision(oursSliding),
-      gcra: perDecision(oursGcra),
-    });
+    const overFixed = (contender: Contender) =>
+      Number((oursRow.opsPerSecond / (measured[CONTENDERS.indexOf(contender)] as CoreBenchRow).opsPerSecond).toFixed(2));
+    algorithms.push({ keys: keyCount, sliding: overFixed(oursSliding), gcra: overFixed(oursGcra) });
     const peerRows = measured.filter((_, index) => CONTENDERS[index]?.peer);
-    const fastestPeer = peerRows.reduce((best, row) =>
-      row.opsPerSecond > best.opsPerSecond ? row : best
-    );
+    const fastestPeer = peerRows.reduce((best, row) => (row.opsPerSecond > best.opsPerSecond ? row : best));
     ratios.push({
       keys: keyCount,
-      oursOverPeer: Number(
-        (oursRow.opsPerSecond / fastestPeer.opsPerSecond).toFixed(2)
-      ),
+      oursOverPeer: Number((oursRow.opsPerSecond / fastestPeer.opsPerSecond).toFixed(2)),
       peer: fastestPeer.name,
     });
   }
   return { rows, ratios, algorithms };
 }
 
-if (
-  process.argv[1] !== undefined &&
-  import.meta.url === pathToFileURL(process.argv[1]).href
-) {
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const started = performance.now();
-  const result = await runCoreBenchmark({
-    quick: process.argv.includes("--quick"),
-  });
+  const result = await runCoreBenchmark({ quick: process.argv.includes('--quick') });
   console.log(JSON.stringify(result, null, 1));
-  console.error(
-    `core benchmark: ${((performance.now() - started) / 1000).toFixed(1)} s`
-  );
+  console.error(`core benchmark: ${((performance.now() - started) / 1000).toFixed(1)} s`);
 }
