@@ -18,7 +18,9 @@ import type { PetstoreRequest, PetstoreRequestBody, PetstoreResponse } from './t
 
 /** A list version read started for a list request before it was admitted (see {@link CategoryOperations.startList}). */
 export interface ListStart {
-  /** The read, its rejection already marked handled (the request may be refused before it is awaited). */
+  /** The request's paging query, already read (`undefined`: the whole list). */
+  page: ListPageQuery | undefined;
+  /** The read, checked, its rejection already marked handled (the request may be refused before it is awaited). */
   version: Promise<string>;
   /** The read's place in the order the reads started. */
   readNumber: number;
@@ -82,6 +84,14 @@ export function createCategoryOperations({ categories, bodyLimitBytes, retention
     return version;
   }
 
+  /** Starts a version read for a list of `page`, numbered in the order the reads start. */
+  function startRead(page: ListPageQuery | undefined, read: () => Promise<string>): ListStart {
+    const version = readListVersion(read);
+    // Awaited only if the request is admitted (a read started beside the charge); its failure is answered then.
+    version.catch(() => undefined);
+    return { page, version, readNumber: ++versionReads };
+  }
+
   /** A page of the list: asks for one more than `limit` to tell whether another page follows. */
   async function readPage(page: ListPageQuery, headers: Record<string, string>): Promise<string> {
     const listed = await categories.list({ limit: page.limit + 1, after: page.after });
@@ -94,17 +104,11 @@ export function createCategoryOperations({ categories, bodyLimitBytes, retention
   /**
    * The list with a list version: the tag comes from the version, read first (a category is visible no later
    * than its version, so the list read after it holds at least what the version promises); a matching
-   * `If-None-Match` is answered without reading the list. `start`: the version read already started.
+   * `If-None-Match` is answered without reading the list. `read`: the version read, started.
    */
-  async function versionedList(
-    request: PetstoreRequest,
-    page: ListPageQuery | undefined,
-    headers: Record<string, string>,
-    read: () => Promise<string>,
-    start: ListStart | undefined,
-  ): Promise<PetstoreResponse> {
-    const readNumber = start?.readNumber ?? ++versionReads;
-    const version = await readListVersion(start === undefined ? read : () => start.version);
+  async function versionedList(request: PetstoreRequest, headers: Record<string, string>, read: ListStart): Promise<PetstoreResponse> {
+    const { page, readNumber } = read;
+    const version = await read.version;
     const cached = page === undefined && fullList?.version === version ? fullList : undefined;
     const etag = cached?.etag ?? listEntityTag(version, page);
     headers['etag'] = etag;
@@ -175,27 +179,20 @@ export function createCategoryOperations({ categories, bodyLimitBytes, retention
   return {
     startList(request) {
       if (listVersion === undefined) return undefined;
+      let page: ListPageQuery | undefined;
       try {
-        readListQuery(request.path);
+        page = readListQuery(request.path);
       } catch {
         return undefined; // refused at step 7, with no store call
       }
-      // A store that throws or answers no promise is answered as from readListVersion, once admitted.
-      let version: Promise<string>;
-      try {
-        version = Promise.resolve(listVersion());
-      } catch (error) {
-        version = Promise.reject(error);
-      }
-      // Awaited only if the request is admitted; its failure is answered then.
-      version.catch(() => undefined);
-      return { version, readNumber: ++versionReads };
+      return startRead(page, listVersion);
     },
     async listCategories(request, headers, start) {
       // The query is checked before any store call: a refused page costs nothing (RFC 9110 §13.2.1: a 4xx is
       // answered whatever If-None-Match says).
+      if (start !== undefined) return versionedList(request, headers, start);
       const page = readListQuery(request.path);
-      return listVersion === undefined ? hashedList(request, page, headers) : versionedList(request, page, headers, listVersion, start);
+      return listVersion === undefined ? hashedList(request, page, headers) : versionedList(request, headers, startRead(page, listVersion));
     },
     async createCategory(request, principal, headers) {
       const idempotencyKey = readIdempotencyKey(request.headers);
