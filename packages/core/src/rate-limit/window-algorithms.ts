@@ -46,25 +46,22 @@ export function counterAt(stored: WindowCounter | undefined, window: Pick<RateLi
   const { limit, windowMs } = window;
   const sameWindow = stored !== undefined && stored.windowMs === windowMs;
   const startMs = alignedStartMs(nowMs, windowMs);
-  if (algorithm === 'gcra') {
-    if (sameWindow && stored.algorithm === 'gcra') {
+  if (sameWindow && stored.algorithm === algorithm) {
+    if (algorithm === 'gcra') {
       // A counter charged later than `nowMs` (another instance's clock ahead) is read at its own time.
       const atMs = Math.max(nowMs, stored.startMs);
       return { startMs: atMs, count: heldUnitMs(stored, atMs), limit, windowMs, algorithm };
     }
-    const units = sameWindow ? Math.ceil(heldUnitMs(stored, nowMs) / windowMs) : 0;
-    return { startMs: nowMs, count: units * windowMs, limit, windowMs, algorithm };
-  }
-  if (sameWindow && stored.algorithm === algorithm) {
     // sliding (fixed counters are carried inline by decideConsume)
     if (stored.startMs === startMs) return { startMs, count: stored.count, limit, windowMs, algorithm, previousCount: stored.previousCount ?? 0 };
     const previousCount = stored.startMs === startMs - windowMs ? stored.count : 0;
     return { startMs, count: 0, limit, windowMs, algorithm, previousCount };
   }
+  // Written by another algorithm (or none): the units it holds now, rounded up.
   const units = sameWindow ? Math.ceil(heldUnitMs(stored, nowMs) / windowMs) : 0;
-  return algorithm === 'sliding'
-    ? { startMs, count: units, limit, windowMs, algorithm, previousCount: 0 }
-    : { startMs, count: units, limit, windowMs };
+  if (algorithm === 'gcra') return { startMs: nowMs, count: units * windowMs, limit, windowMs, algorithm };
+  if (algorithm === 'sliding') return { startMs, count: units, limit, windowMs, algorithm, previousCount: 0 };
+  return { startMs, count: units, limit, windowMs };
 }
 
 /** Unit-milliseconds a counter carried to `nowMs` by {@link counterAt} holds at `nowMs`. */
