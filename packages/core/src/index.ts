@@ -70,6 +70,7 @@ export {
   type RateLimitState,
   type WindowCounter,
 } from './rate-limit/decide.js';
+export { windowUsage } from './rate-limit/window-algorithms.js';
 export { DAY_MS, DEFAULT_ANONYMOUS_LIMITS, DEFAULT_BAN_POLICY, DEFAULT_PLAN_LIMITS, MINUTE_MS, type PlanPolicy } from './rate-limit/plans.js';
 export { rateLimitHeaders, retryAfterSeconds, standardRateLimitHeaders } from './rate-limit/headers.js';
 export { DEFAULT_IPV6_SUBNET, UNKNOWN_CLIENT_ADDRESS } from './rate-limit/client-address.js';

@@ -228,9 +228,9 @@ local function carry(record, policy, cost, now, same, stored, index, names)
   return hasRoom
 end
 
--- Fills used with each window's used, reset and retry (-1: none) from the carried counters (usageOf of the core);
+-- Fills used with each window's used, reset and retry (-1: none) from the carried counters (windowUsage of the core);
 -- retry only when refused, for a sliding or gcra window with less left than cost, cost within its limit.
-local function usageOf(policy, cost, now, refused, used)
+local function windowUsage(policy, cost, now, refused, used)
   local numbers, algs = policy[3], policy[4]
   local n = numbers[1]
   for i = 1, n do
@@ -322,7 +322,7 @@ local function decide(record, policy, cost, subject, now, used)
       at = max(at, bans[b + 3])
       if banThreshold > 0 and bans[b + 2] > 0 then at = max(at, bans[b + 1] + banInterval) end
     end
-    if algs then usageOf(policy, cost, now, true, used) elseif storedAlgs then for i = 1, n do used[i] = counts[i] end end
+    if algs then windowUsage(policy, cost, now, true, used) elseif storedAlgs then for i = 1, n do used[i] = counts[i] end end
     return 2, bans[own + 3], false, at
   end
 
@@ -344,7 +344,7 @@ local function decide(record, policy, cost, subject, now, used)
     if algs then
       local prev = {}
       for i = 1, n do prev[i] = prevs[i] end
-      usageOf(policy, cost, now, not hasRoom, used)
+      windowUsage(policy, cost, now, not hasRoom, used)
       record[6], record[7] = algs, prev
     else
       for i = 1, n do used[i] = counts[i] end

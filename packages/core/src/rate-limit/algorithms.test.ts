@@ -91,6 +91,15 @@ describe('worked examples (10 per minute), as docs/http-api.md gives them', () =
     expect(caller.probe(T0 + 1 + 8_571, minute).allowed).toBe(false);
     expect(caller.probe(T0 + 1 + 8_572, minute).allowed).toBe(true);
   });
+
+  it('gcra with such a rate reports the whole quota back at the first whole ms after it is (resetAtMs rounded up)', () => {
+    const minute = [window(7, MINUTE, 'gcra')];
+    const caller = record();
+    // One unit: back after 8,571.43 ms; the full quota is held again at +8,572, not +8,571.
+    expect(caller.consume(T0 + 1, minute).windows[0]).toMatchObject({ used: 1, remaining: 6, resetAtMs: T0 + 1 + 8_572 });
+    expect(caller.probe(T0 + 1 + 8_571, minute, 7).allowed).toBe(false);
+    expect(caller.probe(T0 + 1 + 8_572, minute, 7).allowed).toBe(true);
+  });
 });
 
 describe('the boundary burst', () => {

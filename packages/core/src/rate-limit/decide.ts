@@ -9,7 +9,7 @@
  * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#rate-limits
  */
 import type { BanPolicy, ConsumeRequest, ConsumeResult, RateLimitSnapshot, WindowUsage } from './types.js';
-import { chargeCounter, counterAt, counterEndMs, heldUnitMs, usageOf } from './window-algorithms.js';
+import { chargeCounter, counterAt, counterEndMs, heldUnitMs, windowUsage } from './window-algorithms.js';
 
 /**
  * One window's counter as the store keeps it, and the limit and length as of the last request that charged it
@@ -237,7 +237,7 @@ export function decideConsume(previous: RateLimitState | undefined, request: Con
 function reportOthers(usage: WindowUsage[], other: readonly (WindowCounter | undefined)[], request: ConsumeRequest, retryCost: number | undefined): void {
   for (let index = 0; index < usage.length; index += 1) {
     const counter = other[index];
-    if (counter !== undefined) usage[index] = usageOf((request.windows[index] as { name: string }).name, counter, request.nowMs, retryCost);
+    if (counter !== undefined) usage[index] = windowUsage((request.windows[index] as { name: string }).name, counter, request.nowMs, retryCost);
   }
 }
 
@@ -266,7 +266,7 @@ export function peekState(state: RateLimitState | undefined, nowMs: number): Rat
       // Read by the algorithm that wrote it, with the limit it was last charged with.
       const counter = counterAt(stored, stored, algorithm, nowMs);
       if (heldUnitMs(stored, nowMs) > 0 || (algorithm === 'sliding' && startMs === currentStartMs)) live = true;
-      windows.push(usageOf(name, counter, nowMs, undefined));
+      windows.push(windowUsage(name, counter, nowMs, undefined));
     }
   }
   const bans: RateLimitSnapshot['bans'] = [];

@@ -119,11 +119,19 @@ export function retryAtMsOf(counter: WindowCounter, cost: number, nowMs: number)
 }
 
 /**
- * A window's usage as the result reports it, for a counter carried to `nowMs` (charged or not): `used` the units
- * held rounded up, `remaining` what is left of the limit; `retryAtMs` when `remaining < cost` and the algorithm
- * can tell (see {@link retryAtMsOf}).
+ * A window's usage as a consume's result reports it, for a counter carried to `nowMs` (charged or not): `used` the
+ * units held rounded up, `remaining` what is left of the limit, `resetAtMs` when the window has its whole quota back
+ * (Unix epoch ms); `retryAtMs` when `remaining < cost` and the algorithm can tell (see {@link retryAtMsOf}), the
+ * earliest instant (Unix epoch ms) at which `cost` units fit. For store authors whose store answers counters rather
+ * than usage (the PostgreSQL store computes usage in the client this way); `decideConsume` reports the same.
+ * @param name the window's name, copied to the result
+ * @param counter the counter carried to `nowMs`: `startMs`, `count`, `limit`, `windowMs`, `algorithm` and, for
+ *   `sliding`, `previousCount`, as {@link WindowCounter} describes them
+ * @param nowMs the decision's time, Unix epoch ms
+ * @param cost the consume's cost when it was refused (its `retryAtMs` is then reported); `undefined` otherwise
+ * @see https://github.com/petstore/petstore-categories/blob/main/docs/http-api.md#algorithms
  */
-export function usageOf(name: string, counter: WindowCounter, nowMs: number, cost: number | undefined): WindowUsage {
+export function windowUsage(name: string, counter: WindowCounter, nowMs: number, cost: number | undefined): WindowUsage {
   const { limit, windowMs } = counter;
   const used = Math.ceil(heldAt(counter, nowMs) / windowMs);
   const remaining = limit > used ? limit - used : 0;
