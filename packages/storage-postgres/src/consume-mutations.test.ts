@@ -2,10 +2,10 @@
  * Mutation check of the model comparison on PostgreSQL. `npm test` runs each mutation on the one seed that
  * catches it soonest (a few steps each); every seed, each of which must catch every mutation, on demand:
  *
- *   PETSTORE_PG_MUTATIONS=1 npx vitest run --project @petstore/storage-postgres src/consume-mutations.test.ts
+ *   PETSTORE_PG_MUTATIONS=1 npx vitest run packages/storage-postgres/src/consume-mutations.test.ts
  *
  * Each mutation is a deliberate bug put into a copy of the migration SQL (the batch consume function of
- * rate-limit version 6, which the store calls), installed in a throwaway schema; the model comparison (every
+ * rate-limit version 7, which the store calls), installed in a throwaway schema; the model comparison (every
  * algorithm: fixed, sliding, gcra) must fail on it, naming the seed and step (printed). The unchanged copy must pass,
  * so that a failure is the mutation's doing.
  */
@@ -71,45 +71,43 @@ const MUTATIONS: Mutation[] = [
   },
   {
     name: '(h) sliding: the previous window forgotten at each boundary (its count never carried over)',
-    from: "prevs[i] := CASE WHEN s_start = st - w THEN s_count ELSE 0 END;",
+    from: 'prevs[i] := CASE WHEN s_start = st - w THEN r.window_counts[j] ELSE 0 END;',
     to: 'prevs[i] := 0;',
     seed: 6,
   },
   {
-    name: '(i) sliding: retryAtMs one millisecond late',
-    from: 'w - room / prev END;',
-    to: 'w - room / prev + 1 END;',
-    occurrences: 2, // the banned answer's usage and the decided one's
-    seed: 5,
-  },
-  {
-    name: '(j) gcra: a charge advances the counter by the cost, not the cost × windowMs',
+    name: '(i) gcra: a charge advances the counter by the cost, not the cost × windowMs',
     from: "CASE WHEN algs[i] = 'gcra' THEN p_cost * p_window_ms[i] ELSE p_cost END",
     to: 'p_cost',
     seed: 3,
   },
   {
-    name: "(k) gcra: the counter drains at the request's limit, not the one it was charged with",
+    name: "(j) gcra: the counter drains at the request's limit, not the one it was charged with",
     from: 's_limit := r.window_limits[j];',
-    to: 's_limit := lim;',
-    occurrences: 2,
+    to: 's_limit := p_limits[i];',
     seed: 2,
   },
+  // Not here: a window's usage (used, resetAtMs, retryAtMs) of sliding and gcra counters. Since version 7 the function
+  // answers the counters and the client computes their usage with the core's windowUsage, whose own tests catch a
+  // used rounded down, a sliding retryAtMs one millisecond late and a gcra resetAtMs or retryAtMs rounded down.
   {
-    // Not here: gcra's resetAtMs rounded down. The comparison's limits divide its windows' lengths, so the quotient is
-    // whole and the rounding never shows; rate-limit-algorithms.test.ts (limits that do not divide) catches it.
-    name: '(l) used rounded down (floor, not ceil, of the unit-milliseconds held)',
-    from: 'used_units := (cnt + w - 1) / w;',
-    to: 'used_units := cnt / w;',
-    occurrences: 2,
-    seed: 1,
-  },
-  {
-    name: "(m) another algorithm's counter converted to its units rounded down: one extra unit admitted",
+    name: "(k) another algorithm's counter converted to its units rounded down: one extra unit admitted",
     from: '(held + w - 1) / w',
     to: 'held / w',
     occurrences: 2, // to gcra, to sliding or fixed
     seed: 2,
+  },
+  {
+    name: '(l) sliding: a record expires a window early (while its count still weighs in the next window)',
+    from: "WHEN 'sliding' THEN starts[i] + 2 * p_window_ms[i]",
+    to: "WHEN 'sliding' THEN starts[i] + p_window_ms[i]",
+    seed: 1,
+  },
+  {
+    name: "(m) gcra: a record's expiry rounded down to its window's start, not up to its end (it expires before it drains)",
+    from: '+ p_window_ms[i] - 1) / p_window_ms[i] * p_window_ms[i]',
+    to: '+ 0) / p_window_ms[i] * p_window_ms[i]',
+    seed: 1,
   },
 ];
 
@@ -117,10 +115,10 @@ const MUTATIONS: Mutation[] = [
 const EVERY_SEED = process.env.PETSTORE_PG_MUTATIONS === '1';
 const SEEDS = [1, 2, 3, 4, 5, 6];
 
-/** The migrations' SQL for `schema`, with the batch consume function of rate-limit version 6 changed by `mutation`. */
+/** The migrations' SQL for `schema`, with the batch consume function of rate-limit version 7 changed by `mutation`. */
 function mutatedSql(schema: string, mutation: Mutation | undefined): string[] {
   return postgresMigrations({ schema }).map((migration) => {
-    if (mutation === undefined || migration.table !== 'petstore_rate_limits' || migration.version !== 6) return migration.sql;
+    if (mutation === undefined || migration.table !== 'petstore_rate_limits' || migration.version !== 7) return migration.sql;
     const parts = migration.sql.split(mutation.from);
     const occurrences = mutation.occurrences ?? 1;
     if (parts.length !== occurrences + 1) throw new Error(`${mutation.name}: the text to replace occurs ${parts.length - 1} times, not ${occurrences}`);

@@ -2,7 +2,7 @@
  * Mutation check of the idempotent create on PostgreSQL. `npm test` runs the mutated store once (the unchanged
  * store runs the whole suite in conformance.test.ts); 5 runs of each, on demand:
  *
- *   PETSTORE_PG_MUTATIONS=1 npx vitest run --project @petstore/storage-postgres src/idempotency-mutation.test.ts
+ *   PETSTORE_PG_MUTATIONS=1 npx vitest run packages/storage-postgres/src/idempotency-mutation.test.ts
  *
  * The mutation lets a claim overwrite another caller's live record (`ON CONFLICT DO UPDATE` without its `WHERE`:
  * the record is taken over instead of answered once its claimer commits). The core's category-store suite's

@@ -2,6 +2,7 @@
  * The migrations: a version table, idempotent runs, concurrent instances, custom names, and the SQL for teams
  * with their own migration tool.
  */
+import { createHash } from 'node:crypto';
 import { hashApiKey, type ApiKeyRecord } from '@petstore/core';
 import pg from 'pg';
 import { describe, expect, it, vi } from 'vitest';
@@ -22,6 +23,34 @@ const apiKeyRecord = (keyId: string): ApiKeyRecord => ({
   digest: new Uint8Array(hashApiKey(`key-${keyId}`)),
 });
 
+/**
+ * SHA-256 of each released migration's SQL for the default names, as the releases shipped it: a database that applied
+ * a version never runs it again, so a change to a released step would split databases by when they were made.
+ */
+const RELEASED_MIGRATION_DIGESTS: Record<string, string> = {
+    'petstore_categories@1': '515febe7774463bae58b95812fec8447e136655ec1badd7d9f7a65b70b6e6f4a',
+    'petstore_rate_limits@1': 'c1b9ed35e0d42f453a02b6e515f4a532be0cca683fae7bc5446cc54804ae5f00',
+    'petstore_categories@2': 'be47feaec4435b2c4180cb9ed1ee679e6048f904bdd921c5b40a446e6536708f',
+    'petstore_rate_limits@2': '50820638a591a68d9a3bf15bebae69b79d8ba8a83430bf9583a197c595193080',
+    'petstore_api_keys@1': 'be5eaeaa37146386383f803fa41912197c3324a0502fb1c853384692a37c64b4',
+    'petstore_categories@3': '59e68ea2b470d1206aafdb32d0be43898e8b4cfb81f787216dfd90eca3b22ba4',
+    'petstore_rate_limits@3': '16fc56e743ee30dada7592f071366d22df546a2ce63dde4e54185144deadfaf3',
+    'petstore_rate_limits@4': '7879c8739cb11e5407d3abce074137b7e0ef8856451150f5e3d6ce1e0c702d1f',
+    'petstore_rate_limits@5': '5bd4a0acbb0c8d9ce127520cd8a53b5e47932681e16b6ccab4a85d1f4e9d7731',
+    'petstore_rate_limits@6': '60700beb664ccd591d709fd5fd2f7bb461ce3f61e7611a068bf28ce2d9484094',
+};
+
+describe('postgresMigrations', () => {
+  it('keeps the SQL of every released migration as it shipped (a change is a new version)', () => {
+    const released = postgresMigrations().filter((migration) => `${migration.table}@${migration.version}` in RELEASED_MIGRATION_DIGESTS);
+    expect(released).toHaveLength(Object.keys(RELEASED_MIGRATION_DIGESTS).length);
+    for (const migration of released) {
+      const name = `${migration.table}@${migration.version}`;
+      expect(createHash('sha256').update(migration.sql).digest('hex'), name).toBe(RELEASED_MIGRATION_DIGESTS[name]);
+    }
+  });
+});
+
 describe.skipIf(skipPostgres)('migratePostgres', () => {
   it('creates the schema, the tables and the version table; a second run applies nothing', async () => {
     const pool = connectPool();
@@ -38,6 +67,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'petstore_rate_limits@4',
       'petstore_rate_limits@5',
       'petstore_rate_limits@6',
+      'petstore_rate_limits@7',
     ]);
     expect((await migratePostgres({ pool, schema })).applied).toEqual([]);
     const { rows } = await pool.query<{ table_name: string; version: number }>(
@@ -54,6 +84,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       { table_name: 'petstore_rate_limits', version: 4 },
       { table_name: 'petstore_rate_limits', version: 5 },
       { table_name: 'petstore_rate_limits', version: 6 },
+      { table_name: 'petstore_rate_limits', version: 7 },
     ]);
     const store = postgresCategoryStore({ pool, schema });
     await store.create({ name: 'Dogs' });
@@ -91,6 +122,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'shop_a_limits@4',
       'shop_a_limits@5',
       'shop_a_limits@6',
+      'shop_a_limits@7',
       'shop_b_categories@1',
       'shop_b_categories@2',
       'shop_b_categories@3',
@@ -101,6 +133,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'shop_b_limits@4',
       'shop_b_limits@5',
       'shop_b_limits@6',
+      'shop_b_limits@7',
     ]);
     const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
     expect(await a.createIdempotent({ name: 'keyed in A' }, request)).toMatchObject({ outcome: 'created' });
@@ -152,6 +185,11 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
         table: 'petstore_rate_limits',
         version: 6,
         description: 'sliding and gcra windows beside fixed: the algorithm and previous count of each window, decided by one function',
+      },
+      {
+        table: 'petstore_rate_limits',
+        version: 7,
+        description: "the batch consume function answers a sliding or gcra window's counter, and the client computes its usage: less work per decision in the database",
       },
     ]);
     expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'created', category: { id: 2, name: 'Cats' } });
@@ -240,6 +278,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'petstore_rate_limits@4',
       'petstore_rate_limits@5',
       'petstore_rate_limits@6',
+      'petstore_rate_limits@7',
     ]);
     const columns = await pool.query<{ column_name: string; data_type: string }>(
       `SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'petstore_rate_limits' ORDER BY column_name`,
@@ -325,14 +364,16 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'petstore_rate_limits@4',
       'petstore_rate_limits@5',
       'petstore_rate_limits@6',
+      'petstore_rate_limits@7',
     ]);
-    // Version 3's and 4's batch functions stay beside version 6's (its arguments, a deadline, the algorithms), for the earlier releases.
+    // Version 3's, 4's and 6's batch functions stay beside version 7's (its arguments, a deadline, the algorithms, counters
+    // answered), for the earlier releases.
     const overloads = await pool.query<{ args: number }>(
       `SELECT p.pronargs AS args FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
        WHERE n.nspname = $1 AND p.proname = 'petstore_rate_limits_consume_many' ORDER BY p.pronargs`,
       [schema],
     );
-    expect(overloads.rows.map((row) => row.args)).toEqual([13, 14, 15]);
+    expect(overloads.rows.map((row) => row.args)).toEqual([13, 14, 15, 16]);
     const store = postgresRateLimitStore({ pool, schema, time: 'request' });
     const windows = [{ name: 'minute', limit: 3, windowMs: 60_000 }];
     const third = await store.consume('account:a', { windows, nowMs: 2, ban: undefined, cost: 1, banSubject: 'key_1' });
@@ -386,7 +427,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       ]);
     }
     const report = await migratePostgres({ pool, schema });
-    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_api_keys@1', 'petstore_categories@3', 'petstore_rate_limits@3', 'petstore_rate_limits@4', 'petstore_rate_limits@5', 'petstore_rate_limits@6']);
+    expect(report.applied.map(({ table, version }) => `${table}@${version}`)).toEqual(['petstore_api_keys@1', 'petstore_categories@3', 'petstore_rate_limits@3', 'petstore_rate_limits@4', 'petstore_rate_limits@5', 'petstore_rate_limits@6', 'petstore_rate_limits@7']);
     const indexes = await pool.query<{ indexname: string; indexdef: string }>(
       `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = 'petstore_api_keys' ORDER BY indexname`,
       [schema],

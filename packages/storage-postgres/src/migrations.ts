@@ -12,7 +12,13 @@ import {
   type PostgresSchemaOptions,
   type RateLimitsNames,
 } from './names.js';
-import { addAlgorithmColumnsSql, consumeManyAlgorithmsSql, consumeManyV4CallsAlgorithmsSql } from './consume-algorithms-sql.js';
+import {
+  addAlgorithmColumnsSql,
+  consumeManyAlgorithmsSql,
+  consumeManyCountersSql,
+  consumeManyV4CallsAlgorithmsSql,
+  consumeManyV6CallsCountersSql,
+} from './consume-algorithms-sql.js';
 
 /** One step of the schema, recorded in the migrations table as (`table`, `version`) once applied. */
 export interface PostgresMigration {
@@ -202,6 +208,13 @@ ${consumeFunctionSql(rateLimits)}`,
       sql: `${addAlgorithmColumnsSql(rateLimits)};
 ${consumeManyAlgorithmsSql(rateLimits)};
 ${consumeManyV4CallsAlgorithmsSql(rateLimits)}`,
+    },
+    {
+      table: rateLimits.table,
+      version: 7,
+      description: "the batch consume function answers a sliding or gcra window's counter, and the client computes its usage: less work per decision in the database",
+      sql: `${consumeManyCountersSql(rateLimits)};
+${consumeManyV6CallsCountersSql(rateLimits)}`,
     },
   ];
 }

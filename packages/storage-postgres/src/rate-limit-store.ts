@@ -2,6 +2,7 @@ import {
   peekState,
   RATE_LIMIT_ALGORITHMS,
   windowStartMs,
+  windowUsage,
   type BanPolicy,
   type ConsumeRequest,
   type ConsumeResult,
@@ -90,10 +91,13 @@ interface ConsumeManyRow {
   error_message: string | null;
   /** The database's clock when the call started (Unix epoch ms, as text). */
   clock_ms: string | null;
-  /** Per window its `resetAtMs`, comma-separated; NULL when the windows and the stored counters are all fixed. */
-  reset_at_ms: string | null;
-  /** Per window its `retryAtMs` or nothing, comma-separated; NULL as `reset_at_ms`. */
-  retry_at_ms: string | null;
+  /**
+   * Per window the start of its counter (gcra: the counter's time), comma-separated; NULL when the windows and the
+   * stored counters are all fixed (then `used` holds each window's count, as before version 7).
+   */
+  starts_ms: string | null;
+  /** Per window the previous window's count of a sliding counter (0 for the others), comma-separated; NULL as `starts_ms`. */
+  previous_counts: string | null;
 }
 
 /**
@@ -179,8 +183,9 @@ export function postgresRateLimitStore(options: PostgresRateLimitStoreOptions): 
   assertWhole(callTimeoutMs, 'callTimeoutMs', 1);
   if (time !== 'server' && time !== 'request') throw new TypeError(`time must be 'server' or 'request', got ${String(time)}`);
   const names = rateLimitsNames(options);
-  const consumeSql = `SELECT ordinal, now_ms, outcome, banned_until_ms, used, error_code, error_message, clock_ms, reset_at_ms, retry_at_ms
-FROM ${names.consumeManyFunction}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`;
+  // Migration version 7's signature: sliding and gcra windows answer their counters, whose usage is computed here.
+  const consumeSql = `SELECT ordinal, now_ms, outcome, banned_until_ms, used, error_code, error_message, clock_ms, starts_ms, previous_counts
+FROM ${names.consumeManyFunction}($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, true)`;
   // The clock (the database's, or the request's with time: 'request') and the row, in one statement; the row as
   // JSON text, so that a host's pg.types parsers cannot change it (times are below 2^53: exact as JSON numbers).
   const peekSql = `SELECT n.ms::text AS now_ms, (SELECT row_to_json(x)::text FROM ${names.rateLimits} AS x WHERE x.key = $1) AS record
@@ -290,16 +295,20 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
       if (row.error_code !== null) throw consumeFailure(row.error_code, row.error_message ?? '');
       const nowMs = Number(row.now_ms);
       const counts = used === '' || used === null ? [] : used.split(',').map(Number);
-      // Present only where a window or a stored counter is not fixed.
-      const resets = row.reset_at_ms?.split(',');
-      const retries = row.retry_at_ms?.split(',');
-      const usage: WindowUsage[] = windows.map(({ name, limit, windowMs }, index) => {
+      // Present only where a window or a stored counter is not fixed: each window's counter as the decision left it.
+      const starts = row.starts_ms?.split(',');
+      const previous = row.previous_counts?.split(',');
+      const usage: WindowUsage[] = windows.map(({ name, limit, windowMs, algorithm }, index) => {
         const count = counts[index] as number;
-        const resetAtMs = resets === undefined ? windowStartMs(nowMs, windowMs) + windowMs : Number(resets[index]);
-        const window: WindowUsage = { name, limit, windowMs, used: count, remaining: Math.max(0, limit - count), resetAtMs };
-        const retry = retries?.[index];
-        if (retry !== undefined && retry !== '') window.retryAtMs = Number(retry);
-        return window;
+        if (starts === undefined) {
+          return { name, limit, windowMs, used: count, remaining: Math.max(0, limit - count), resetAtMs: windowStartMs(nowMs, windowMs) + windowMs };
+        }
+        const counter: WindowCounter = { startMs: Number(starts[index]), count, limit, windowMs };
+        if (algorithm === 'sliding') {
+          counter.algorithm = algorithm;
+          counter.previousCount = Number(previous?.[index]);
+        } else if (algorithm === 'gcra') counter.algorithm = algorithm;
+        return windowUsage(name, counter, nowMs, outcome === 0 ? undefined : cost);
       });
       if (outcome === 0) return { allowed: true, nowMs, windows: usage };
       if (outcome === 1) return { allowed: false, reason: 'rate_limited', nowMs, windows: usage };
