@@ -10,7 +10,7 @@
  * comparison's clock never goes back (l), and its limits divide their windows, so a gcra retry is always a whole
  * number of ms (o).
  *
- *   PETSTORE_MUTATIONS=1 npx vitest run --project @petstore/storage-redis model-mutations
+ *   PETSTORE_MUTATIONS=1 npx vitest run packages/storage-redis/src/model-mutations.test.ts
  */
 import { runRateLimitModelComparison, runRateLimitStoreConformance, type ConformanceTestApi } from '@petstore/core/testing';
 import type { Cluster, Redis } from 'ioredis';
