@@ -9,7 +9,7 @@
  * the core of another commit to the Observability section (see observability-bench.ts).
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, totalmem, type as osType, release } from 'node:os';
+import { cpus, loadavg, totalmem, type as osType, release } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_ANONYMOUS_LIMITS } from '@petstore/core';
 import { resolveTestRedis } from '@petstore/storage-redis/testing';
@@ -32,6 +32,12 @@ const only = new Set(onlyFlag?.split(',') ?? SECTION_KEYS);
 const unknown = [...only].filter((key) => !(SECTION_KEYS as readonly string[]).includes(key));
 if (unknown.length > 0) throw new Error(`unknown --only key(s) ${unknown.join(', ')}; known: ${SECTION_KEYS.join(', ')}`);
 const log = (line: string) => console.log(`[bench] ${line}`);
+/** The 1-minute load average when the run and each of its sections started (the run's own earlier sections count in it). */
+const loadAtStart = loadavg()[0] ?? 0;
+const sectionLoads: Partial<Record<SectionKey, number>> = {};
+const starting = (key: SectionKey) => {
+  sectionLoads[key] = loadavg()[0] ?? 0;
+};
 
 const settings = quick
   ? { rounds: 1, durationSeconds: 2, warmupSeconds: 1, connections: 50 }
@@ -39,6 +45,7 @@ const settings = quick
 
 let http: { rows: HttpRow[]; pinned: boolean } | undefined;
 if (only.has('http')) {
+  starting('http');
   const redis = await resolveTestRedis();
   if ('skipReason' in redis) throw new Error(`the Redis rows need Redis: ${redis.skipReason}`);
   try {
@@ -49,54 +56,63 @@ if (only.has('http')) {
 }
 let backends: BackendsResult | undefined;
 if (only.has('backends')) {
+  starting('backends');
   log('backends: our Fastify adapter on memory, Redis and PostgreSQL');
   backends = await (await import('./backends-bench.js')).runBackendsBenchmark(settings, log);
 }
 let scaleOut: ScaleOutResult | undefined;
 if (only.has('scaleout')) {
+  starting('scaleout');
   log('scale-out: K app processes on one Redis');
   scaleOut = await (await import('./scaleout-bench.js')).runScaleOutBenchmark({ quick }, log);
 }
 let script: ScriptBenchResult | undefined;
 if (only.has('script')) {
+  starting('script');
   log('Redis CPU per call of the consume script and its pieces');
   script = await (await import('./script-bench.js')).runScriptBenchmark({ quick }, log);
 }
 let algorithms: PgAlgorithmsResult | undefined;
 if (only.has('algorithms')) {
+  starting('algorithms');
   log('PostgreSQL CPU per decision by algorithm');
   algorithms = await (await import('./pg-algorithms-bench.js')).runPgAlgorithmsBenchmark({ quick }, log);
 }
 let core: CoreBenchResult | undefined;
 if (only.has('core')) {
+  starting('core');
   log('core micro-benchmark');
   core = await (await import('./core-bench.js')).runCoreBenchmark({ quick });
 }
 let memory: MemoryBenchResult | undefined;
 if (only.has('memory')) {
+  starting('memory');
   log('memory benchmark');
   memory = await (await import('./memory-bench.js')).runMemoryBenchmark({ quick });
 }
 
 let hostile: HostileBenchResult | undefined;
 if (only.has('hostile')) {
+  starting('hostile');
   log('hostile request bodies');
   hostile = await (await import('./hostile-bench.js')).runHostileBenchmark({ quick }, log);
 }
 
 let list: ListBenchResult | undefined;
 if (only.has('list')) {
+  starting('list');
   log('list: GET /v1/categories with 100,000 categories on memory, Redis and PostgreSQL');
   list = await (await import('./list-bench.js')).runListBenchmark({ quick }, log);
 }
 
 let observability: VariantResult[] | undefined;
 if (only.has('observability')) {
+  starting('observability');
   log('observability: the hot path with and without subscribers');
   observability = await (await import('./observability-bench.js')).runObservabilityBenchmark({ quick });
 }
 
-const fresh = renderReport({ http, backends, scaleOut, script, algorithms, core, memory, hostile, list, observability, settings, quick });
+const fresh = withLoads(renderReport({ http, backends, scaleOut, script, algorithms, core, memory, hostile, list, observability, settings, quick }));
 const target = fileURLToPath(new URL('../../BENCHMARKS.md', import.meta.url));
 let report = fresh;
 if (onlyFlag !== undefined && existsSync(target)) {
@@ -111,6 +127,31 @@ if (onlyFlag !== undefined && existsSync(target)) {
 writeFileSync(target, report);
 console.log(report);
 log(`written to ${target}`);
+
+/**
+ * Why a server of the Backends table shows other figures than the HTTP table's row of the same name: the same server,
+ * placed and loaded the same way, measured in rounds of its own among other servers.
+ */
+function sameServersLine(rows: readonly BackendsResult['rows'][number][], httpRows: readonly HttpRow[] | undefined): string {
+  const shared = rows.filter((row) => httpRows?.some((other) => other.name === row.name));
+  const figures = shared.map((row) => {
+    const other = httpRows?.find((candidate) => candidate.name === row.name) as HttpRow;
+    return `${row.name} ${row.cpuMicrosPerRequest.toFixed(1)} µs/req (${Math.round(row.requestsPerSecond).toLocaleString('en-US')} req/s) here, ${other.cpuMicrosPerRequest.toFixed(1)} (${Math.round(other.requestsPerSecond).toLocaleString('en-US')}) there`;
+  });
+  return `\`fastify-petstore\` and \`fastify-petstore-redis\` are the same servers as the HTTP table's rows of those names, pinned and loaded the same way; each table measures them in rounds of its own, among other servers, so their figures differ by the spread between rounds (the rounds column), not by method${figures.length > 0 ? `: in this run ${figures.join('; ')}` : ''}.`;
+}
+
+/** `report` with, under each section's heading, the load average when that section started. */
+function withLoads(report: string): string {
+  return report
+    .split('\n')
+    .flatMap((line) => {
+      const key = SECTION_KEYS.find((candidate) => SECTION_HEADINGS[candidate] === line);
+      const load = key === undefined ? undefined : sectionLoads[key];
+      return load === undefined ? [line] : [line, '', `_1-minute load average when this section started: ${load.toFixed(2)}._`];
+    })
+    .join('\n');
+}
 
 interface ReportInput {
   http: { rows: HttpRow[]; pinned: boolean } | undefined;
@@ -139,6 +180,8 @@ function renderReport({ http, backends, scaleOut, script, algorithms, core, memo
     `Measured ${new Date().toISOString().slice(0, 10)} by \`npm run bench\`${quick ? ' (--quick: short runs, not for comparison)' : ''}.`,
     '',
     `Machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${fmt(totalmem() / 2 ** 30, 1)} GiB, ${osType()} ${release()}, Node.js ${process.version}. A shared, noisy machine: compare ratios within one run, not absolute numbers across runs.`,
+    '',
+    `1-minute load average at the start of the run: ${loadAtStart.toFixed(2)}. Each section says how its servers and load generator were placed on the cores and the load average when it started (the run's own earlier sections count in it).`,
     '',
   );
   const budget: string[] = [];
@@ -211,6 +254,8 @@ function renderReport({ http, backends, scaleOut, script, algorithms, core, memo
             .filter(Boolean)
             .join(', ')}`,
       ),
+      '',
+      sameServersLine(rows, http?.rows),
       '',
     );
     if (managed.length > 0 || staticMany !== undefined) {
