@@ -64,6 +64,31 @@ function usageSql(): string {
             res_reset[c] := array_to_string(resets, ','); res_retry[c] := array_to_string(retries, ',', '');`;
 }
 
+/**
+ * The units-ms a counter of another algorithm (`s_alg`, its start and count in `s_start`, `s_count`) holds at t, into
+ * `held`; shared by versions 6 and 7 (version 6's text is pinned by its digest in the migration tests).
+ */
+function heldByAnotherSql(): string {
+  return `                  IF s_alg = 'gcra' THEN
+                    s_limit := r.window_limits[j]; el := greatest(0, t - s_start);
+                    held := CASE WHEN s_limit = 0 THEN s_count WHEN el > s_count / s_limit THEN 0 ELSE s_count - s_limit * el END;
+                  ELSIF s_alg = 'sliding' THEN
+                    held := CASE WHEN s_start = st THEN r.window_previous_counts[j] * (w - (t - st)) + s_count * w
+                      WHEN s_start = st - w THEN s_count * (w - (t - st)) ELSE 0 END;
+                  ELSE
+                    held := CASE WHEN s_start = st THEN s_count * w ELSE 0 END;
+                  END IF;`;
+}
+
+/** A converted counter (`held` unit-ms, rounded up to whole units) as the window's algorithm keeps it; versions 6 and 7. */
+function convertedSql(): string {
+  return `                IF alg = 'gcra' THEN
+                  starts[i] := t; counts[i] := (held + w - 1) / w * w;
+                ELSE
+                  starts[i] := st; counts[i] := (held + w - 1) / w;
+                END IF;`;
+}
+
 /** Version 6's loop carrying each counter to t (kept as it shipped: version 6's function text must not change). */
 function carriedCountersV6Sql(): string {
   return `            -- Each counter carried to t by its algorithm, or converted from another's (the units it holds, rounded up).
@@ -95,23 +120,11 @@ function carriedCountersV6Sql(): string {
                 END IF;
               ELSE
                 IF same THEN
-                  IF s_alg = 'gcra' THEN
-                    s_limit := r.window_limits[j]; el := greatest(0, t - s_start);
-                    held := CASE WHEN s_limit = 0 THEN s_count WHEN el > s_count / s_limit THEN 0 ELSE s_count - s_limit * el END;
-                  ELSIF s_alg = 'sliding' THEN
-                    held := CASE WHEN s_start = st THEN r.window_previous_counts[j] * (w - (t - st)) + s_count * w
-                      WHEN s_start = st - w THEN s_count * (w - (t - st)) ELSE 0 END;
-                  ELSE
-                    held := CASE WHEN s_start = st THEN s_count * w ELSE 0 END;
-                  END IF;
+${heldByAnotherSql()}
                 ELSE
                   held := 0;
                 END IF;
-                IF alg = 'gcra' THEN
-                  starts[i] := t; counts[i] := (held + w - 1) / w * w;
-                ELSE
-                  starts[i] := st; counts[i] := (held + w - 1) / w;
-                END IF;
+${convertedSql()}
               END IF;
               algs[i] := alg;
               IF alg IS NULL THEN
@@ -162,21 +175,9 @@ function carriedCountersSql(): string {
                 held := 0;
                 IF j IS NOT NULL AND r.window_lengths_ms[j] = w THEN
                   s_alg := r.window_algorithms[j]; s_start := r.window_starts_ms[j]; s_count := r.window_counts[j];
-                  IF s_alg = 'gcra' THEN
-                    s_limit := r.window_limits[j]; el := greatest(0, t - s_start);
-                    held := CASE WHEN s_limit = 0 THEN s_count WHEN el > s_count / s_limit THEN 0 ELSE s_count - s_limit * el END;
-                  ELSIF s_alg = 'sliding' THEN
-                    held := CASE WHEN s_start = st THEN r.window_previous_counts[j] * (w - (t - st)) + s_count * w
-                      WHEN s_start = st - w THEN s_count * (w - (t - st)) ELSE 0 END;
-                  ELSE
-                    held := CASE WHEN s_start = st THEN s_count * w ELSE 0 END;
-                  END IF;
+${heldByAnotherSql()}
                 END IF;
-                IF alg = 'gcra' THEN
-                  starts[i] := t; counts[i] := (held + w - 1) / w * w;
-                ELSE
-                  starts[i] := st; counts[i] := (held + w - 1) / w;
-                END IF;
+${convertedSql()}
               END IF;
               -- A cost above the limit never fits (and is not multiplied: it may be any safe integer).
               -- (In parentheses: an IF's condition ends at its first THEN outside them.)
