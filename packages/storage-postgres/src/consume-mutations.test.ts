@@ -5,7 +5,8 @@
  *   PETSTORE_PG_MUTATIONS=1 npx vitest run packages/storage-postgres/src/consume-mutations.test.ts
  *
  * Each mutation is a deliberate bug put into a copy of the migration SQL (the batch consume function of
- * rate-limit version 7, which the store calls), installed in a throwaway schema; the model comparison (every
+ * rate-limit version 8, which the store calls; its text holds the decision twice, in the record-by-record loop and in
+ * the path of a call of two consumes or more, and a mutation changes both), installed in a throwaway schema; the model comparison (every
  * algorithm: fixed, sliding, gcra) must fail on it, naming the seed and step (printed). The unchanged copy must pass,
  * so that a failure is the mutation's doing.
  */
@@ -18,7 +19,7 @@ import { readRateLimitState } from '../test-support/rate-limit-state.js';
 
 interface Mutation {
   name: string;
-  /** Text of the consume function replaced (it must occur exactly `occurrences` times, default once) … */
+  /** Text of the decision replaced (it must occur exactly `occurrences` times in it, default once; twice as often in the function) … */
   from: string;
   occurrences?: number;
   /** … by this. */
@@ -115,12 +116,13 @@ const MUTATIONS: Mutation[] = [
 const EVERY_SEED = process.env.PETSTORE_PG_MUTATIONS === '1';
 const SEEDS = [1, 2, 3, 4, 5, 6];
 
-/** The migrations' SQL for `schema`, with the batch consume function of rate-limit version 7 changed by `mutation`. */
+/** The migrations' SQL for `schema`, with the batch consume function of rate-limit version 8 changed by `mutation`. */
 function mutatedSql(schema: string, mutation: Mutation | undefined): string[] {
   return postgresMigrations({ schema }).map((migration) => {
-    if (mutation === undefined || migration.table !== 'petstore_rate_limits' || migration.version !== 7) return migration.sql;
+    if (mutation === undefined || migration.table !== 'petstore_rate_limits' || migration.version !== 8) return migration.sql;
     const parts = migration.sql.split(mutation.from);
-    const occurrences = mutation.occurrences ?? 1;
+    // Version 8's function holds the decision twice: the record-by-record loop's and the batch path's.
+    const occurrences = 2 * (mutation.occurrences ?? 1);
     if (parts.length !== occurrences + 1) throw new Error(`${mutation.name}: the text to replace occurs ${parts.length - 1} times, not ${occurrences}`);
     return parts.join(mutation.to);
   });

@@ -15,6 +15,7 @@ import {
 import {
   addAlgorithmColumnsSql,
   consumeManyAlgorithmsSql,
+  consumeManyBatchLockedSql,
   consumeManyCountersSql,
   consumeManyV4CallsAlgorithmsSql,
   consumeManyV6CallsCountersSql,
@@ -111,6 +112,17 @@ export interface PostgresMigration {
  * counter written by another algorithm converted to the units it holds (see {@link postgresRateLimitStore}).
  * Version 4's signature becomes a call of it with every window fixed, so the previous release's instances keep
  * deciding in the one function (their fixed windows read the units another algorithm's counter holds).
+ *
+ * Version 7 of the rate-limit table: the rows stay as they are; `<table>_consume_many` gains an overload with a 16th
+ * argument, `p_counters boolean`, and the reply columns `starts_ms` and `previous_counts`: with `true` a sliding or
+ * gcra window answers its counter as the decision leaves it and the caller computes its usage. Version 6's signature
+ * becomes a call of it answering usage as before. A gcra row's `expires_at_ms` is rounded up to its window's end.
+ *
+ * Version 8 of the rate-limit table: the rows stay as they are; version 7's function is replaced, with the same
+ * signature, decisions and answers: a call of two consumes or more locks its records with one `INSERT … ON CONFLICT
+ * DO UPDATE … WHERE false` in key order (inserting a record not stored yet empty and expired), reads them with one
+ * `SELECT` and writes them with one `UPDATE`, in one block; when the block fails it is undone and the records are
+ * decided one by one, each in a block of its own, as before.
  *
  * @throws TypeError naming the option (`schema`, `categoriesTable`, `rateLimitsTable` or `apiKeysTable`) that holds
  *   a bad name.
@@ -215,6 +227,12 @@ ${consumeManyV4CallsAlgorithmsSql(rateLimits)}`,
       description: "the batch consume function answers a sliding or gcra window's counter, and the client computes its usage: less work per decision in the database",
       sql: `${consumeManyCountersSql(rateLimits)};
 ${consumeManyV6CallsCountersSql(rateLimits)}`,
+    },
+    {
+      table: rateLimits.table,
+      version: 8,
+      description: 'the batch consume function locks, reads and writes the records of a call of two consumes or more with one statement each, and keeps generic plans',
+      sql: consumeManyBatchLockedSql(rateLimits),
     },
   ];
 }

@@ -229,6 +229,46 @@ CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON ${table} FOR EACH ROW EXECUTE F
     ]);
   });
 
+  it('locks, reads and writes the records of a statement of several consumes with one statement each; a lone consume with its own', async () => {
+    const { pool, schema } = await migratedSchema();
+    const table = `"${schema}".petstore_rate_limits`;
+    // A statement-level trigger logs every INSERT and UPDATE statement run on the table (not its rows).
+    await pool.query(`CREATE TABLE "${schema}".statements (op text NOT NULL);
+CREATE FUNCTION "${schema}".log_statement() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO "${schema}".statements VALUES (TG_OP); RETURN NULL; END $$;
+CREATE TRIGGER log_statement AFTER INSERT OR UPDATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION "${schema}".log_statement()`);
+    const logged = async () => {
+      const { rows } = await pool.query<{ op: string; n: number }>(`DELETE FROM "${schema}".statements RETURNING op`);
+      return { inserts: rows.filter((row) => row.op === 'INSERT').length, updates: rows.filter((row) => row.op === 'UPDATE').length };
+    };
+    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const windows = minuteAndDay(10, 100);
+    const keys = Array.from({ length: 6 }, (_, i) => `key:${i}`);
+    // Six new records in one statement: one INSERT locks them all (inserting each empty; its ON CONFLICT DO UPDATE
+    // counts as an UPDATE statement) and one UPDATE writes them.
+    const first = await Promise.all(keys.map((key) => store.consume(key, req(windows, T0))));
+    expect(first.map((result) => [result.allowed, result.windows[0]?.used])).toEqual(keys.map(() => [true, 1]));
+    expect(await logged()).toEqual({ inserts: 1, updates: 2 });
+    // The same records again, one of them twice, in reverse order: the same three statements; each record's
+    // consumes decided in arrival order.
+    const second = await Promise.all([...keys.reverse(), 'key:3'].map((key) => store.consume(key, req(windows, T0 + 1))));
+    expect(second.map((result) => result.windows[0]?.used)).toEqual([2, 2, 2, 2, 2, 2, 3]);
+    expect(await logged()).toEqual({ inserts: 1, updates: 2 });
+    // A lone consume: its record locked, read and written by statements of its own (an UPDATE, nothing inserted).
+    expect((await store.consume('key:0', req(windows, T0 + 2))).windows[0]?.used).toBe(3);
+    expect(await logged()).toEqual({ inserts: 0, updates: 1 });
+    // No record is left as it was inserted (empty, expired).
+    const { rows } = await pool.query<{ key: string; counts: string }>(`SELECT key, window_counts::text AS counts FROM ${table} ORDER BY key`);
+    expect(rows).toEqual([
+      { key: 'key:0', counts: '{3,3}' },
+      { key: 'key:1', counts: '{2,2}' },
+      { key: 'key:2', counts: '{2,2}' },
+      { key: 'key:3', counts: '{3,3}' },
+      { key: 'key:4', counts: '{2,2}' },
+      { key: 'key:5', counts: '{2,2}' },
+    ]);
+  });
+
   it('never deadlocks: two instances sending the same records in opposite orders, at once, charge every consume exactly', async () => {
     const { schema } = await migratedSchema();
     const pools = [connectPool({ max: 4 }), connectPool({ max: 4 })];
