@@ -5,14 +5,17 @@
  * Both commits' benchmark servers (benchmarks/src/server-entry.ts) are bundled from their sources with esbuild, the
  * base one from `git archive <base commit>` in a temporary directory (its `@petstore/*` imports resolved to its own
  * packages' sources; third-party packages from this checkout's node_modules). Each server runs alone in its own
- * process pinned to core 0, autocannon in this process pinned to core 1; every round visits every server in turn
- * (so the drift of a noisy machine spreads over all of them), and the table shows medians of the rounds. The
+ * process pinned to core 0, autocannon in this process pinned to core 1; every round visits every server in turn,
+ * every other round in reverse order (so the drift of a noisy machine, and what one server's load leaves to the next,
+ * spread over all of them), and the table shows medians of the rounds. The
  * petstore servers run in both versions (`base:<name>`), the peer and bare servers once.
  *
  * Servers on Redis or PostgreSQL (`fastify-petstore-postgres`, …) get a throwaway redis-server or PostgreSQL
- * (`resolveTestRedis`, `resolveTestPostgres`: `REDIS_URL` / `DATABASE_URL` when set), the PostgreSQL tables migrated and
- * seeded by this checkout in a schema of their own, shared by both commits' servers; their rows add the statements
- * or commands sent per answered request.
+ * (`resolveTestRedis`, `resolveTestPostgres`: `REDIS_URL` / `DATABASE_URL` when set). Each commit gets a schema (and a
+ * Redis key prefix) of its own, migrated and seeded by that commit's own code (its `seedPostgres`, bundled like its
+ * servers), so a change to the SQL is measured too. Their rows add the statements or commands sent per answered
+ * request, and the PostgreSQL server's CPU per answered request (its processes' CPU while that server alone was under
+ * load, /proc; one server runs at a time).
  *
  * Default servers: fastify-petstore, fastify-peer, fastify-bare, express-petstore, express-peer, express-bare.
  */
@@ -25,6 +28,7 @@ import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
 import { load, median, pinSelf, serverStats, startServerProcess, unpinSelf } from './http-bench.js';
 import { resolveTestPostgres } from '@petstore/storage-postgres/testing';
+import { postgresCpu } from './backends-bench.js';
 import { resolveTestRedis } from '@petstore/storage-redis/testing';
 import pg from 'pg';
 import { SERVER_NAMES, seedPostgres, serverNeeds, type ServerDatabases, type ServerName } from './servers.js';
@@ -61,9 +65,9 @@ function sourcesOf(tree: string): Plugin {
   };
 }
 
-async function bundle(tree: string, outfile: string): Promise<void> {
+async function bundle(tree: string, outfile: string, entry = 'benchmarks/src/server-entry.ts'): Promise<void> {
   await build({
-    entryPoints: [join(tree, 'benchmarks/src/server-entry.ts')],
+    entryPoints: [join(tree, entry)],
     bundle: true,
     platform: 'node',
     format: 'esm',
@@ -84,29 +88,37 @@ const needs = { redis: names.some((name) => serverNeeds(name).redis), postgres: 
 const stops: Array<() => Promise<void>> = [];
 try {
   const databases: ServerDatabases = {};
+  const baseDatabases: ServerDatabases = {};
+  const baseTree = join(work, 'base');
+  execFileSync('mkdir', ['-p', baseTree]);
+  execFileSync('sh', ['-c', `git -C "${root}" archive "$1" | tar -x -C "${baseTree}"`, 'archive', base]);
   if (needs.redis) {
     const redis = await resolveTestRedis();
     if ('skipReason' in redis) throw new Error(`these servers need Redis: ${redis.skipReason}`);
     stops.push(() => redis.stop());
-    databases.redisUrl = redis.url;
-    databases.redisKeyPrefix = `petstore_compare_${randomBytes(4).toString('hex')}:`;
+    const prefix = `petstore_compare_${randomBytes(4).toString('hex')}`;
+    Object.assign(databases, { redisUrl: redis.url, redisKeyPrefix: `${prefix}:` });
+    Object.assign(baseDatabases, { redisUrl: redis.url, redisKeyPrefix: `${prefix}_base:` });
   }
+  let postgresMicros: (() => number) | undefined;
   if (needs.postgres) {
     const postgres = await resolveTestPostgres();
     if ('skipReason' in postgres) throw new Error(`these servers need PostgreSQL: ${postgres.skipReason}`);
     stops.push(() => postgres.stop());
     const schema = `petstore_compare_${randomBytes(4).toString('hex')}`;
     const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
-    try {
-      await seedPostgres(pool, schema);
-    } finally {
-      await pool.end();
-    }
+    stops.unshift(() => pool.end());
+    await seedPostgres(pool, schema);
+    // The base commit's schema, migrated and seeded by the base commit's own code.
+    await bundle(baseTree, join(work, 'base.seed.mjs'), 'benchmarks/src/servers.ts');
+    const baseSeed = (await import(join(work, 'base.seed.mjs'))) as { seedPostgres: typeof seedPostgres };
+    await baseSeed.seedPostgres(pool, `${schema}_base`);
     databases.postgres = { url: postgres.url, schema };
+    baseDatabases.postgres = { url: postgres.url, schema: `${schema}_base` };
+    const cpu = await postgresCpu(pool, postgres.url);
+    if ('postmaster' in cpu) postgresMicros = () => cpu.micros();
+    else log(`the PostgreSQL server's CPU is not measured: ${cpu.reason}`);
   }
-  const baseTree = join(work, 'base');
-  execFileSync('mkdir', ['-p', baseTree]);
-  execFileSync('sh', ['-c', `git -C "${root}" archive "$1" | tar -x -C "${baseTree}"`, 'archive', base]);
   const baseCommit = execFileSync('git', ['-C', root, 'rev-parse', '--short', base], { encoding: 'utf8' }).trim();
   const headCommit = execFileSync('git', ['-C', root, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
   const dirty = execFileSync('git', ['-C', root, 'status', '--porcelain', '--', 'packages', 'benchmarks'], { encoding: 'utf8' }).trim() !== '';
@@ -122,25 +134,35 @@ try {
   const [load1] = loadavg();
   const pinned = pinSelf(1);
   if (!pinned) log('taskset is missing: the servers and the load generator are not pinned');
-  for (const run of runs) servers.set(run.label, await startServerProcess(run.name, databases, pinned ? 0 : undefined, 1, run.bundlePath));
+  for (const run of runs) {
+    const forRun = run.label.startsWith('base:') ? baseDatabases : databases;
+    servers.set(run.label, await startServerProcess(run.name, forRun, pinned ? 0 : undefined, 1, run.bundlePath));
+  }
   for (const run of runs) {
     log(`warm-up ${run.label}`);
     await load((servers.get(run.label) as { port: number }).port, 3, connections);
   }
-  const samples = new Map(runs.map((run) => [run.label, { rps: [] as number[], cpu: [] as number[], non2xx: 0, roundTrips: 0, answers: 0 }]));
+  const samples = new Map(runs.map((run) => [run.label, { rps: [] as number[], cpu: [] as number[], postgresCpu: [] as number[], non2xx: 0, roundTrips: 0, answers: 0 }]));
   for (let round = 1; round <= rounds; round++) {
-    for (const run of runs) {
+    // Every other round visits the servers in reverse order, so that none always follows the same one: work one server
+    // leaves to the database (WAL writing, vacuum) falls on the next one's period, and a fixed order would always
+    // charge it to the same server (an earlier run of one commit against itself showed 69 vs 77 µs of PostgreSQL CPU).
+    for (const run of round % 2 === 1 ? runs : [...runs].reverse()) {
       const { port, child } = servers.get(run.label) as { port: number; child: ChildProcess };
-      const sample = samples.get(run.label) as { rps: number[]; cpu: number[]; non2xx: number; roundTrips: number; answers: number };
+      const sample = samples.get(run.label) as { rps: number[]; cpu: number[]; postgresCpu: number[]; non2xx: number; roundTrips: number; answers: number };
       const before = await serverStats(child);
+      const postgresBefore = postgresMicros?.();
       const result = await load(port, seconds, connections);
+      const postgresAfter = postgresMicros?.();
       const after = await serverStats(child);
       sample.rps.push(result.requests.average);
       sample.cpu.push((after.cpuMicros - before.cpuMicros) / result['2xx']);
+      if (postgresBefore !== undefined && postgresAfter !== undefined) sample.postgresCpu.push((postgresAfter - postgresBefore) / result['2xx']);
       sample.non2xx += result.non2xx + result.errors;
       sample.roundTrips += after.redisCommands - before.redisCommands + after.postgresStatements - before.postgresStatements;
       sample.answers += result['2xx'];
-      log(`round ${round} ${run.label}: ${Math.round(result.requests.average)} req/s, ${sample.cpu.at(-1)?.toFixed(2)} µs CPU per request`);
+      const postgresPart = postgresBefore === undefined || !serverNeeds(run.name).postgres ? '' : `, PostgreSQL ${sample.postgresCpu.at(-1)?.toFixed(2)} µs`;
+      log(`round ${round} ${run.label}: ${Math.round(result.requests.average)} req/s, ${sample.cpu.at(-1)?.toFixed(2)} µs CPU per request${postgresPart}`);
     }
   }
   unpinSelf();
@@ -153,15 +175,19 @@ try {
       : `not pinned (no taskset); 1-minute load average at the start ${load1?.toFixed(2)}.\n`,
   );
   const withDatabases = needs.redis || needs.postgres;
-  console.log(`| server | req/s (median) | server CPU µs/request (median) | CPU vs base | non-2xx |${withDatabases ? ' database round trips/request |' : ''}`);
-  console.log(`|---|---:|---:|---:|---:|${withDatabases ? '---:|' : ''}`);
+  const withPostgresCpu = postgresMicros !== undefined;
+  console.log(
+    `| server | req/s (median) | server CPU µs/request (median) | CPU vs base | non-2xx |${withDatabases ? ' database round trips/request |' : ''}${withPostgresCpu ? ' PostgreSQL CPU µs/request (median) |' : ''}`,
+  );
+  console.log(`|---|---:|---:|---:|---:|${withDatabases ? '---:|' : ''}${withPostgresCpu ? '---:|' : ''}`);
   for (const run of runs) {
-    const sample = samples.get(run.label) as { rps: number[]; cpu: number[]; non2xx: number; roundTrips: number; answers: number };
+    const sample = samples.get(run.label) as { rps: number[]; cpu: number[]; postgresCpu: number[]; non2xx: number; roundTrips: number; answers: number };
     const baseLabel = `base:${run.name}`;
     const versus = run.label !== baseLabel && samples.has(baseLabel) ? `${(cpuOf(run.label) / cpuOf(baseLabel)).toFixed(3)}×` : '';
     const { redis, postgres } = serverNeeds(run.name);
     const roundTrips = !withDatabases ? '' : redis || postgres ? ` ${(sample.roundTrips / sample.answers).toFixed(3)} |` : ' — |';
-    console.log(`| ${run.label} | ${Math.round(median(sample.rps))} | ${cpuOf(run.label).toFixed(2)} | ${versus} | ${sample.non2xx} |${roundTrips}`);
+    const postgresCpuCell = !withPostgresCpu ? '' : postgres ? ` ${median(sample.postgresCpu).toFixed(2)} |` : ' — |';
+    console.log(`| ${run.label} | ${Math.round(median(sample.rps))} | ${cpuOf(run.label).toFixed(2)} | ${versus} | ${sample.non2xx} |${roundTrips}${postgresCpuCell}`);
   }
 } finally {
   // Servers first: their pools and clients close before the databases stop.

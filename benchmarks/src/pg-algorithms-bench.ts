@@ -2,8 +2,8 @@
  * PostgreSQL CPU per rate-limit decision, by algorithm: the PostgreSQL rate-limit store consuming minute + day
  * windows counted by `fixed`, `sliding` and `gcra` (a quota no run uses up), one consume per statement and 16 per
  * statement (the consumes of one event-loop turn), rounds visiting the three in turn; the median round's CPU of the
- * PostgreSQL server's processes (postmaster and its children, /proc) ÷ consumes, and the ratio to `fixed` of the
- * same run.
+ * PostgreSQL server's processes (postmaster and its children, /proc) ÷ consumes, and the ratio to `fixed`: each
+ * round's own ratio (the three ran one after another, on the machine as it was then), the median of the rounds.
  *
  * Try it: `node --import tsx src/pg-algorithms-bench.ts [--quick]` from benchmarks/.
  */
@@ -22,8 +22,10 @@ export interface PgAlgorithmRow {
   batch: number;
   /** PostgreSQL CPU µs per consume, median round. */
   micros: number;
-  /** `micros` over fixed's, same batch size, same run. */
+  /** This algorithm's CPU over fixed's in the same round, median of the rounds (same batch size). */
   overFixed: number;
+  /** The lowest and highest of the rounds' ratios. */
+  overFixedRange: [number, number];
 }
 
 export interface PgAlgorithmsResult {
@@ -44,11 +46,11 @@ const windowsOf = (algorithm: RateLimitAlgorithm): readonly RateLimitWindow[] =>
 const median = (values: readonly number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
 
 /**
- * Runs the benchmark: 7 rounds of 3,000 consumes per algorithm and batch size (`quick`: 2 rounds of 600).
+ * Runs the benchmark: 9 rounds of 3,000 consumes per algorithm and batch size (`quick`: 2 rounds of 600).
  * @throws Error when PostgreSQL cannot be started or its CPU cannot be read, or a consume is refused.
  */
 export async function runPgAlgorithmsBenchmark(options: { quick?: boolean } = {}, log: (line: string) => void = () => {}): Promise<PgAlgorithmsResult> {
-  const rounds = options.quick ? 2 : 7;
+  const rounds = options.quick ? 2 : 9;
   const consumes = options.quick ? 600 : 3000;
   const postgres = await resolveTestPostgres();
   if ('skipReason' in postgres) throw new Error(postgres.skipReason);
@@ -82,10 +84,17 @@ export async function runPgAlgorithmsBenchmark(options: { quick?: boolean } = {}
       for (let round = 0; round < rounds; round++) {
         for (const algorithm of RATE_LIMIT_ALGORITHMS) samples.get(algorithm)?.push(await run(algorithm, batch));
       }
-      const fixed = median(samples.get('fixed') ?? []);
+      const fixed = samples.get('fixed') ?? [];
       for (const algorithm of RATE_LIMIT_ALGORITHMS) {
-        const micros = median(samples.get(algorithm) ?? []);
-        rows.push({ algorithm, batch, micros: Number(micros.toFixed(1)), overFixed: Number((micros / fixed).toFixed(2)) });
+        const own = samples.get(algorithm) ?? [];
+        const ratios = own.map((micros, round) => micros / (fixed[round] as number));
+        rows.push({
+          algorithm,
+          batch,
+          micros: Number(median(own).toFixed(1)),
+          overFixed: Number(median(ratios).toFixed(2)),
+          overFixedRange: [Number(Math.min(...ratios).toFixed(2)), Number(Math.max(...ratios).toFixed(2))],
+        });
       }
     }
     await pool.query(`DROP SCHEMA "${schema}" CASCADE`);

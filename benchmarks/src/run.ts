@@ -375,12 +375,15 @@ function renderReport({ http, backends, scaleOut, script, algorithms, core, memo
     lines.push(
       SECTION_HEADINGS.algorithms,
       '',
-      `The PostgreSQL rate-limit store (PostgreSQL ${algorithms.version}) consuming a minute and a day window counted by each algorithm (a quota no run uses up, no ban), one consume per statement and 16 per statement (the consumes of one event-loop turn share one); ${fmt(algorithms.consumes)} consumes per algorithm and round, ${algorithms.rounds} rounds visiting the three in turn, the median round. Not pinned: PostgreSQL and this process (its client) run on either core. "PostgreSQL CPU" is that of the PostgreSQL server's processes (/proc) ÷ consumes. Redis: the script rows of the section before; memory: the Core section.`,
+      `The PostgreSQL rate-limit store (PostgreSQL ${algorithms.version}) consuming a minute and a day window counted by each algorithm (a quota no run uses up, no ban), one consume per statement and 16 per statement (the consumes of one event-loop turn share one); ${fmt(algorithms.consumes)} consumes per algorithm and round, ${algorithms.rounds} rounds visiting the three in turn, the median round. Not pinned: PostgreSQL and this process (its client) run on either core. "PostgreSQL CPU" is that of the PostgreSQL server's processes (/proc) ÷ consumes. "× fixed" is each round's own ratio to fixed (the three algorithms ran one after another in the round, on the machine as it was then; a busy moment moves all three), the median of the rounds, and the rounds' lowest and highest. Redis: the script rows of the section before; memory: the Core section.`,
       '',
-      '| algorithm | consumes per statement | PostgreSQL CPU µs per decision | × fixed |',
-      '|---|---:|---:|---:|',
+      '| algorithm | consumes per statement | PostgreSQL CPU µs per decision (median round) | × fixed (median of rounds) | × fixed, lowest–highest round |',
+      '|---|---:|---:|---:|---:|',
     );
-    for (const row of algorithms.rows) lines.push(`| ${row.algorithm} | ${row.batch} | ${row.micros.toFixed(1)} | ${ratio(row.overFixed)} |`);
+    for (const row of algorithms.rows) {
+      const [low, high] = row.overFixedRange ?? [row.overFixed, row.overFixed];
+      lines.push(`| ${row.algorithm} | ${row.batch} | ${row.micros.toFixed(1)} | ${ratio(row.overFixed)} | ${ratio(low)}–${ratio(high)} |`);
+    }
     lines.push('');
   }
   if (core) {

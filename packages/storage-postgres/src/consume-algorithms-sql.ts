@@ -392,7 +392,7 @@ DECLARE
   ord integer[];
   res_t bigint[]; res_outcome integer[]; res_ban bigint[]; res_used text[]; res_code text[]; res_message text[];
   res_reset text[]; res_retry text[];${v7 ? ' res_starts text[]; res_prevs text[];' : ''}
-${version === 8 ? `  written ${names.rateLimits}[] := '{}'; fresh boolean;\n` : ''}  pos integer := 1; last integer; q integer; c integer; alone boolean := false; done boolean; inserted boolean;
+${version === 8 ? `  written ${names.rateLimits}[] := '{}'; fresh boolean; records bigint;\n` : ''}  pos integer := 1; last integer; q integer; c integer; alone boolean := false; done boolean; inserted boolean;
   rec_key text; created integer := 0; clean_t bigint;
   r ${names.rateLimits}%ROWTYPE;
   in_table boolean; present boolean; live boolean; dirty boolean; clock bigint; t bigint;
@@ -420,7 +420,8 @@ BEGIN
   -- The records in key order (byte order), each record's consumes in arrival order.
 ${
     version === 8
-      ? `  SELECT array_agg(u.o ORDER BY p_keys[u.o] COLLATE "C", u.o) INTO ord FROM generate_subscripts(p_keys, 1) AS u(o);
+      ? `  SELECT array_agg(u.o ORDER BY p_keys[u.o] COLLATE "C", u.o), count(DISTINCT p_keys[u.o]) INTO ord, records
+    FROM generate_subscripts(p_keys, 1) AS u(o);
 `
       : `  SELECT array_agg(u.o::integer ORDER BY u.k COLLATE "C", u.o) INTO ord FROM unnest(p_keys) WITH ORDINALITY AS u(k, o);
 `
@@ -532,7 +533,7 @@ $consume_many$`;
 }
 
 /**
- * Version 8's path for a call of two consumes or more: the same decisions as the record-by-record loop, with the
+ * Version 8's path for a call of two records or more: the same decisions as the record-by-record loop, with the
  * statements shared by the records. Every record of the call is locked by one statement, in key order (byte order,
  * as the loop takes them), a record not yet in the table inserted empty (expired: it holds nothing) so that it is
  * locked too; the records are read by one statement and written by one. All of it in one block (one subtransaction
@@ -543,7 +544,7 @@ $consume_many$`;
  */
 function batchLockedSql(names: RateLimitsNames, decide: string): string {
   const table = names.rateLimits;
-  return `  IF total > 1 THEN
+  return `  IF records > 1 THEN
     BEGIN
       INSERT INTO ${table} AS x (key, window_names, window_starts_ms, window_counts, window_limits, window_lengths_ms,
           ban_subjects, rejected_starts_ms, rejected_counts, banned_until_ms, expires_at_ms)
@@ -587,7 +588,7 @@ ${decide}        IF fresh THEN clean_t := greatest(clean_t, t); END IF;
 
 /**
  * The batch consume function of version 8: version 7's (same signature, decisions and answers) with two changes. A
- * call of two consumes or more locks, reads and writes its records with one statement each (`batchLockedSql`). And the
+ * call of two records or more (distinct keys; a call of one record's consumes gains nothing from it) locks, reads and writes its records with one statement each (`batchLockedSql`). And the
  * order of the records and the reply are built over `generate_subscripts(p_keys, 1)` rather than `unnest(p_keys)` and
  * `generate_series(1, total)`: PostgreSQL estimates those two from the call's own values, so a plan made for the
  * call's values always looked cheaper than the generic plan and every call planned both statements again (about 30 µs

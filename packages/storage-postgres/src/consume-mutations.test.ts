@@ -6,7 +6,7 @@
  *
  * Each mutation is a deliberate bug put into a copy of the migration SQL (the batch consume function of
  * rate-limit version 8, which the store calls; its text holds the decision twice, in the record-by-record loop and in
- * the path of a call of two consumes or more, and a mutation changes both), installed in a throwaway schema; the model comparison (every
+ * the path of a call of two records or more, and a mutation changes both), installed in a throwaway schema; the model comparison (every
  * algorithm: fixed, sliding, gcra) must fail on it, naming the seed and step (printed). The unchanged copy must pass,
  * so that a failure is the mutation's doing.
  */

@@ -199,7 +199,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       {
         table: 'petstore_rate_limits',
         version: 8,
-        description: 'the batch consume function locks, reads and writes the records of a call of two consumes or more with one statement each, and keeps generic plans',
+        description: 'the batch consume function locks, reads and writes the records of a call of two records or more with one statement each, and keeps generic plans',
       },
     ]);
     expect(await store.createIdempotent({ name: 'Cats' }, request)).toEqual({ outcome: 'created', category: { id: 2, name: 'Cats' } });

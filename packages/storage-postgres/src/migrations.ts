@@ -119,7 +119,7 @@ export interface PostgresMigration {
  * becomes a call of it answering usage as before. A gcra row's `expires_at_ms` is rounded up to its window's end.
  *
  * Version 8 of the rate-limit table: the rows stay as they are; version 7's function is replaced, with the same
- * signature, decisions and answers: a call of two consumes or more locks its records with one `INSERT … ON CONFLICT
+ * signature, decisions and answers: a call of two records or more locks its records with one `INSERT … ON CONFLICT
  * DO UPDATE … WHERE false` in key order (inserting a record not stored yet empty and expired), reads them with one
  * `SELECT` and writes them with one `UPDATE`, in one block; when the block fails it is undone and the records are
  * decided one by one, each in a block of its own, as before.
@@ -231,7 +231,7 @@ ${consumeManyV6CallsCountersSql(rateLimits)}`,
     {
       table: rateLimits.table,
       version: 8,
-      description: 'the batch consume function locks, reads and writes the records of a call of two consumes or more with one statement each, and keeps generic plans',
+      description: 'the batch consume function locks, reads and writes the records of a call of two records or more with one statement each, and keeps generic plans',
       sql: consumeManyBatchLockedSql(rateLimits),
     },
   ];

@@ -229,7 +229,7 @@ CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON ${table} FOR EACH ROW EXECUTE F
     ]);
   });
 
-  it('locks, reads and writes the records of a statement of several consumes with one statement each; a lone consume with its own', async () => {
+  it('locks, reads and writes the records of a statement of several records with one statement each; one record with its own', async () => {
     const { pool, schema } = await migratedSchema();
     const table = `"${schema}".petstore_rate_limits`;
     // A statement-level trigger logs every INSERT and UPDATE statement run on the table (not its rows).
@@ -254,13 +254,17 @@ CREATE TRIGGER log_statement AFTER INSERT OR UPDATE ON ${table} FOR EACH STATEME
     const second = await Promise.all([...keys.reverse(), 'key:3'].map((key) => store.consume(key, req(windows, T0 + 1))));
     expect(second.map((result) => result.windows[0]?.used)).toEqual([2, 2, 2, 2, 2, 2, 3]);
     expect(await logged()).toEqual({ inserts: 1, updates: 2 });
-    // A lone consume: its record locked, read and written by statements of its own (an UPDATE, nothing inserted).
+    // A lone consume, and three of one record in one statement: the record locked, read and written by statements
+    // of its own (one UPDATE, nothing inserted), as before version 8.
     expect((await store.consume('key:0', req(windows, T0 + 2))).windows[0]?.used).toBe(3);
+    expect(await logged()).toEqual({ inserts: 0, updates: 1 });
+    const three = await Promise.all([1, 2, 3].map(() => store.consume('key:0', req(windows, T0 + 3))));
+    expect(three.map((result) => result.windows[0]?.used)).toEqual([4, 5, 6]);
     expect(await logged()).toEqual({ inserts: 0, updates: 1 });
     // No record is left as it was inserted (empty, expired).
     const { rows } = await pool.query<{ key: string; counts: string }>(`SELECT key, window_counts::text AS counts FROM ${table} ORDER BY key`);
     expect(rows).toEqual([
-      { key: 'key:0', counts: '{3,3}' },
+      { key: 'key:0', counts: '{6,6}' },
       { key: 'key:1', counts: '{2,2}' },
       { key: 'key:2', counts: '{2,2}' },
       { key: 'key:3', counts: '{3,3}' },
