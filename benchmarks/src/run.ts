@@ -380,9 +380,8 @@ function renderReport({ http, backends, scaleOut, script, algorithms, core, memo
       '| algorithm | consumes per statement | PostgreSQL CPU µs per decision (median round) | × fixed (median of rounds) | × fixed, lowest–highest round |',
       '|---|---:|---:|---:|---:|',
     );
-    for (const row of algorithms.rows) {
-      const [low, high] = row.overFixedRange ?? [row.overFixed, row.overFixed];
-      lines.push(`| ${row.algorithm} | ${row.batch} | ${row.micros.toFixed(1)} | ${ratio(row.overFixed)} | ${ratio(low)}–${ratio(high)} |`);
+    for (const { algorithm, batch, micros, overFixed, overFixedRange: [low, high] } of algorithms.rows) {
+      lines.push(`| ${algorithm} | ${batch} | ${micros.toFixed(1)} | ${ratio(overFixed)} | ${ratio(low)}–${ratio(high)} |`);
     }
     lines.push('');
   }
