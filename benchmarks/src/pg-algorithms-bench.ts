@@ -2,7 +2,7 @@
  * PostgreSQL CPU per rate-limit decision, by algorithm: the PostgreSQL rate-limit store consuming minute + day
  * windows counted by `fixed`, `sliding` and `gcra` (a quota no run uses up), one consume per statement and 16 per
  * statement (the consumes of one event-loop turn), rounds visiting the three in turn; the median round's CPU of the
- * PostgreSQL server's processes (postmaster and its children, /proc) ÷ consumes, and the ratio to `fixed`: each
+ * PostgreSQL server's processes (postmaster and its children, their run time in nanoseconds from /proc) ÷ consumes, and the ratio to `fixed`: each
  * round's own ratio (the three ran one after another, on the machine as it was then), the median of the rounds.
  *
  * Try it: `node --import tsx src/pg-algorithms-bench.ts [--quick]` from benchmarks/.
