@@ -143,14 +143,16 @@ try {
     log(`warm-up ${run.label}`);
     await load((servers.get(run.label) as { port: number }).port, 3, connections);
   }
-  const samples = new Map(runs.map((run) => [run.label, { rps: [] as number[], cpu: [] as number[], postgresCpu: [] as number[], non2xx: 0, roundTrips: 0, answers: 0 }]));
+  /** One server's rounds: req/s, its CPU and PostgreSQL's per answered request, and its totals. */
+  type Sample = { rps: number[]; cpu: number[]; postgresCpu: number[]; non2xx: number; roundTrips: number; answers: number };
+  const samples = new Map(runs.map((run): [string, Sample] => [run.label, { rps: [], cpu: [], postgresCpu: [], non2xx: 0, roundTrips: 0, answers: 0 }]));
   for (let round = 1; round <= rounds; round++) {
     // Every other round visits the servers in reverse order, so that none always follows the same one: work one server
     // leaves to the database (WAL writing, vacuum) falls on the next one's period, and a fixed order would always
     // charge it to the same server (an earlier run of one commit against itself showed 69 vs 77 µs of PostgreSQL CPU).
     for (const run of round % 2 === 1 ? runs : [...runs].reverse()) {
       const { port, child } = servers.get(run.label) as { port: number; child: ChildProcess };
-      const sample = samples.get(run.label) as { rps: number[]; cpu: number[]; postgresCpu: number[]; non2xx: number; roundTrips: number; answers: number };
+      const sample = samples.get(run.label) as Sample;
       const before = await serverStats(child);
       const postgresBefore = postgresMicros?.();
       const result = await load(port, seconds, connections);
@@ -168,10 +170,10 @@ try {
   }
   unpinSelf();
 
-  const cpuOf = (label: string) => median((samples.get(label) as { cpu: number[] }).cpu);
+  const cpuOf = (label: string) => median((samples.get(label) as Sample).cpu);
   // Other load on a shared machine (a neighbour, a CPU taken by the hypervisor) only adds CPU time to a round: the
   // lowest round is the one it disturbed least.
-  const lowestCpuOf = (label: string) => Math.min(...(samples.get(label) as { cpu: number[] }).cpu);
+  const lowestCpuOf = (label: string) => Math.min(...(samples.get(label) as Sample).cpu);
   console.log(`\nBase ${baseCommit}, head ${headCommit}${dirty ? ' + working tree' : ''}; ${rounds} interleaved rounds of ${seconds} s, ${connections} connections;`);
   console.log(
     pinned
@@ -185,7 +187,7 @@ try {
   );
   console.log(`|---|---:|---:|---:|---:|---:|---:|${withDatabases ? '---:|' : ''}${withPostgresCpu ? '---:|' : ''}`);
   for (const run of runs) {
-    const sample = samples.get(run.label) as { rps: number[]; cpu: number[]; postgresCpu: number[]; non2xx: number; roundTrips: number; answers: number };
+    const sample = samples.get(run.label) as Sample;
     const baseLabel = `base:${run.name}`;
     const withBase = run.label !== baseLabel && samples.has(baseLabel);
     const versus = withBase ? `${(cpuOf(run.label) / cpuOf(baseLabel)).toFixed(3)}×` : '';

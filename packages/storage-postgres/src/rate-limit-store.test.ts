@@ -238,7 +238,7 @@ CREATE FUNCTION "${schema}".log_statement() RETURNS trigger LANGUAGE plpgsql AS 
 BEGIN INSERT INTO "${schema}".statements VALUES (TG_OP); RETURN NULL; END $$;
 CREATE TRIGGER log_statement AFTER INSERT OR UPDATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION "${schema}".log_statement()`);
     const logged = async () => {
-      const { rows } = await pool.query<{ op: string; n: number }>(`DELETE FROM "${schema}".statements RETURNING op`);
+      const { rows } = await pool.query<{ op: string }>(`DELETE FROM "${schema}".statements RETURNING op`);
       return { inserts: rows.filter((row) => row.op === 'INSERT').length, updates: rows.filter((row) => row.op === 'UPDATE').length };
     };
     const store = postgresRateLimitStore({ pool, schema, time: 'request' });
