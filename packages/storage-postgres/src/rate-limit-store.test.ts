@@ -301,7 +301,10 @@ CREATE TRIGGER log_statement AFTER INSERT OR UPDATE ON ${table} FOR EACH STATEME
     const windows = minuteAndDay(5, 10);
     await postgresRateLimitStore({ pool, schema, time: 'request' }).consume('key:locked', req(windows, T0));
     const storePool = connectPool({ max: 1 });
-    const store = postgresRateLimitStore({ pool: storePool, schema, time: 'request', callTimeoutMs: 200 });
+    // A deadline far off in real time: the statement carries it to the server, which would answer a statement that
+    // starts past it at once, without waiting for the lock (a new connection on a busy machine can take 200 ms to
+    // get there). The store's own timer is faked and advanced below.
+    const store = postgresRateLimitStore({ pool: storePool, schema, time: 'request', callTimeoutMs: 30_000 });
     /** The store's consume statements running in the server: whether each waits for a lock. */
     const running = async () =>
       (
@@ -322,7 +325,7 @@ CREATE TRIGGER log_statement AFTER INSERT OR UPDATE ON ${table} FOR EACH STATEME
         (error: unknown) => error,
       );
       await until(async () => (await running()).some((statement) => statement.waiting));
-      await vi.advanceTimersByTimeAsync(200);
+      await vi.advanceTimersByTimeAsync(30_000);
       // Real timers again before the store's cancel request has gone out: should the server not act on it (it may
       // come too early on a busy machine), the store asks again every callTimeoutMs, on a timer that has to run.
       vi.useRealTimers();
