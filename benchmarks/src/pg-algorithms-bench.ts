@@ -3,7 +3,8 @@
  * windows counted by `fixed`, `sliding` and `gcra` (a quota no run uses up), one consume per statement and 16 per
  * statement (the consumes of one event-loop turn), rounds visiting the three in turn; the median round's CPU of the
  * PostgreSQL server's processes (postmaster and its children, their run time in nanoseconds from /proc) ÷ consumes, and the ratio to `fixed`: each
- * round's own ratio (the three ran one after another, on the machine as it was then), the median of the rounds.
+ * round's own ratio (the three ran one after another, on the machine as it was then), the median of the rounds; and
+ * each algorithm's lowest round, with its ratio to fixed's lowest (other load only adds CPU time).
  *
  * Try it: `node --import tsx src/pg-algorithms-bench.ts [--quick]` from benchmarks/.
  */
@@ -26,6 +27,10 @@ export interface PgAlgorithmRow {
   overFixed: number;
   /** The lowest and highest of the rounds' ratios. */
   overFixedRange: [number, number];
+  /** PostgreSQL CPU µs per consume, lowest round (other load on a shared machine only adds CPU time). */
+  lowestMicros: number;
+  /** This algorithm's lowest round over fixed's lowest round (same batch size). */
+  lowestOverFixed: number;
 }
 
 export interface PgAlgorithmsResult {
@@ -94,6 +99,8 @@ export async function runPgAlgorithmsBenchmark(options: { quick?: boolean } = {}
           micros: Number(median(own).toFixed(1)),
           overFixed: Number(median(ratios).toFixed(2)),
           overFixedRange: [Number(Math.min(...ratios).toFixed(2)), Number(Math.max(...ratios).toFixed(2))],
+          lowestMicros: Number(Math.min(...own).toFixed(1)),
+          lowestOverFixed: Number((Math.min(...own) / Math.min(...fixed)).toFixed(2)),
         });
       }
     }

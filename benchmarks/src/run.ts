@@ -375,13 +375,13 @@ function renderReport({ http, backends, scaleOut, script, algorithms, core, memo
     lines.push(
       SECTION_HEADINGS.algorithms,
       '',
-      `The PostgreSQL rate-limit store (PostgreSQL ${algorithms.version}) consuming a minute and a day window counted by each algorithm (a quota no run uses up, no ban), one consume per statement and 16 per statement (the consumes of one event-loop turn share one); ${fmt(algorithms.consumes)} consumes per algorithm and round, ${algorithms.rounds} rounds visiting the three in turn, the median round. Not pinned: PostgreSQL and this process (its client) run on either core. "PostgreSQL CPU" is that of the PostgreSQL server's processes (each one's run time in nanoseconds, /proc/<pid>/schedstat; the clock ticks of /proc/<pid>/stat, 10 ms, would move a round of 16 per statement in steps of about 10 %) ÷ consumes. "× fixed" is each round's own ratio to fixed (the three algorithms ran one after another in the round, on the machine as it was then; a busy moment moves all three), the median of the rounds, and the rounds' lowest and highest. Redis: the script rows of the section before; memory: the Core section.`,
+      `The PostgreSQL rate-limit store (PostgreSQL ${algorithms.version}) consuming a minute and a day window counted by each algorithm (a quota no run uses up, no ban), one consume per statement and 16 per statement (the consumes of one event-loop turn share one); ${fmt(algorithms.consumes)} consumes per algorithm and round, ${algorithms.rounds} rounds visiting the three in turn, the median round. Not pinned: PostgreSQL and this process (its client) run on either core. "PostgreSQL CPU" is that of the PostgreSQL server's processes (each one's run time in nanoseconds, /proc/<pid>/schedstat; the clock ticks of /proc/<pid>/stat, 10 ms, would move a round of 16 per statement in steps of about 10 %) ÷ consumes. "× fixed" is each round's own ratio to fixed (the three algorithms ran one after another in the round, on the machine as it was then; a busy moment moves all three), the median of the rounds, and the rounds' lowest and highest. The last two columns take each algorithm's lowest round instead (other load on a shared machine only adds CPU time, so the lowest round is the one least disturbed; as the script rows above and \`bench:compare\` read it): its CPU, and its ratio to fixed's lowest round. Redis: the script rows of the section before; memory: the Core section.`,
       '',
-      '| algorithm | consumes per statement | PostgreSQL CPU µs per decision (median round) | × fixed (median of rounds) | × fixed, lowest–highest round |',
-      '|---|---:|---:|---:|---:|',
+      '| algorithm | consumes per statement | PostgreSQL CPU µs per decision (median round) | × fixed (median of rounds) | × fixed, lowest–highest round | PostgreSQL CPU µs per decision (lowest round) | × fixed (lowest rounds) |',
+      '|---|---:|---:|---:|---:|---:|---:|',
     );
-    for (const { algorithm, batch, micros, overFixed, overFixedRange: [low, high] } of algorithms.rows) {
-      lines.push(`| ${algorithm} | ${batch} | ${micros.toFixed(1)} | ${ratio(overFixed)} | ${ratio(low)}–${ratio(high)} |`);
+    for (const { algorithm, batch, micros, overFixed, overFixedRange: [low, high], lowestMicros, lowestOverFixed } of algorithms.rows) {
+      lines.push(`| ${algorithm} | ${batch} | ${micros.toFixed(1)} | ${ratio(overFixed)} | ${ratio(low)}–${ratio(high)} | ${lowestMicros.toFixed(1)} | ${ratio(lowestOverFixed)} |`);
     }
     lines.push('');
   }
