@@ -4,9 +4,9 @@
  * server; with PETSTORE_REDIS_URL too, categories stay in PostgreSQL and rate limits go to Redis.
  */
 import { randomBytes } from 'node:crypto';
-import { createServer, connect, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { newDatabase } from '../test-support/database.js';
+import { stallFirst } from '../test-support/stall-proxy.js';
 import { startExample, stopExamples, type RunningExample } from './spawn-example.js';
 
 const postgresUrl = inject('postgresUrl');
@@ -43,46 +43,6 @@ async function listedNames(url: string): Promise<string[]> {
   const listed = await fetch(`${url}/v1/categories`, { headers: { authorization: `Bearer ${READER_KEY}` } });
   expect(listed.status).toBe(200);
   return ((await listed.json()) as Array<{ name: string }>).map((category) => category.name);
-}
-
-/**
- * A TCP proxy to the PostgreSQL of `url` that forwards everything except the first connection that sends a
- * `LISTEN`: from that message on, nothing the client sends on it reaches the server (a stalled path), so the
- * managed keys' first watch times out; later connections, their `LISTEN`s included, pass. Answers the proxied URL.
- */
-async function stallFirstListen(url: string): Promise<{ url: string; stalled: () => boolean; close(): Promise<void> }> {
-  const target = new URL(url);
-  const sockets = new Set<Socket>();
-  let stalledOne = false;
-  const server: Server = createServer((client) => {
-    const upstream = connect(Number(target.port), target.hostname);
-    let stalled = false;
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => {});
-      socket.on('close', () => {
-        sockets.delete(socket);
-        client.destroy();
-        upstream.destroy();
-      });
-    }
-    client.on('data', (chunk: Buffer) => {
-      if (!stalledOne && chunk.includes('LISTEN "')) stalledOne = stalled = true;
-      if (!stalled) upstream.write(chunk);
-    });
-    upstream.on('data', (chunk: Buffer) => client.write(chunk));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const proxied = new URL(url);
-  proxied.host = `127.0.0.1:${(server.address() as { port: number }).port}`;
-  return {
-    url: proxied.toString(),
-    stalled: () => stalledOne,
-    close: async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
 }
 
 /** SIGTERM, as a process manager sends it; the server exits 0 once it has shut down. */
@@ -128,7 +88,7 @@ describe.skipIf(postgresUrl === null)('examples on PETSTORE_DATABASE_URL', () =>
 
   it('starts when its first key-change watch times out, serves meanwhile and watches once a retry gets through', async () => {
     // The server's stores give a call 500 ms; a busy database can take longer to open the LISTEN connection.
-    const proxy = await stallFirstListen(databaseUrl);
+    const proxy = await stallFirst(databaseUrl, 'LISTEN "');
     try {
       const server = await startExample('fastify-server.ts', { PETSTORE_DATABASE_URL: proxy.url, PETSTORE_API_KEYS: `${READER_KEY}:pro` });
       expect(proxy.stalled()).toBe(true);
