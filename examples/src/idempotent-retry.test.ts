@@ -14,6 +14,7 @@ import { petstoreFastify } from '@petstore/adapter-fastify';
 import { createPetstoreClient, type PetstoreFetch } from '@petstore/client';
 import { createPetstore, staticApiKeys, type StaticApiKey } from '@petstore/core';
 import { memoryCategoryStore, memoryRateLimitStore } from '@petstore/storage-memory';
+import { pairSockets } from '../test-support/tcp-proxy.js';
 
 const API_KEY: StaticApiKey = { key: 'idempotent-retry-key', plan: 'enterprise', limits: { requestsPerMinute: 1000, requestsPerDay: 100_000 } };
 
@@ -85,15 +86,7 @@ async function droppingProxy(upstreamPort: number, how: 'close' | 'reset') {
 
   const server = createServer((client) => {
     const upstream = connect(upstreamPort, '127.0.0.1');
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => {}); // the resets this proxy causes, seen from either side
-      socket.on('close', () => {
-        sockets.delete(socket);
-        client.destroy();
-        upstream.destroy();
-      });
-    }
+    pairSockets(client, upstream, sockets);
     // One entry per forwarded request, in order: whether its answer is to be dropped.
     const waiting: boolean[] = [];
     const problem = (text: string) => {

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { newDatabase } from '../test-support/database.js';
-import { stallFirst } from '../test-support/stall-proxy.js';
+import { stallFirst } from '../test-support/tcp-proxy.js';
 import { startExample, stopExamples, type RunningExample } from './spawn-example.js';
 
 const postgresUrl = inject('postgresUrl');

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { stallFirst } from '../test-support/stall-proxy.js';
+import { stallFirst } from '../test-support/tcp-proxy.js';
 import { startExample, stopExamples } from './spawn-example.js';
 
 const redisUrl = inject('redisUrl');

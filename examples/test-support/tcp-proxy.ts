@@ -1,10 +1,26 @@
 /**
- * A TCP proxy for the example tests that stalls one connection: everything passes both ways, except that the first
+ * TCP proxies for the example tests. `stallFirst`: a proxy that stalls one connection: everything passes both ways, except that the first
  * connection whose client sends `marker` (a `LISTEN "` to PostgreSQL, ioredis's `subscribe` to Redis) stops forwarding what
  * its client sends from that message on, without closing (a stalled path). Later connections pass, their markers
  * included.
  */
 import { connect, createServer, type Socket } from 'node:net';
+
+/**
+ * Joins a client's connection and its upstream for a proxy: both kept in `sockets` while open, errors (the resets
+ * a proxy causes, seen from either side) ignored, and either one closing closes the other.
+ */
+export function pairSockets(client: Socket, upstream: Socket, sockets: Set<Socket>): void {
+  for (const socket of [client, upstream]) {
+    sockets.add(socket);
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      sockets.delete(socket);
+      client.destroy();
+      upstream.destroy();
+    });
+  }
+}
 
 export interface StallProxy {
   /** `url` with the proxy's host and port in place of the server's. */
@@ -22,15 +38,7 @@ export async function stallFirst(url: string, marker: string): Promise<StallProx
   const server = createServer((client) => {
     const upstream = connect(Number(target.port), target.hostname);
     let stalled = false;
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => {}); // the resets this proxy causes, seen from either side
-      socket.on('close', () => {
-        sockets.delete(socket);
-        client.destroy();
-        upstream.destroy();
-      });
-    }
+    pairSockets(client, upstream, sockets);
     client.on('data', (chunk: Buffer) => {
       if (!stalledOne && chunk.includes(marker)) stalledOne = stalled = true;
       if (!stalled) upstream.write(chunk);
