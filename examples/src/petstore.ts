@@ -202,7 +202,9 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
     // past callTimeoutMs on a busy database, say) the server starts anyway: the manager checks every key at the
     // store until its retries (after 1 s, doubling) get the watch, so a revocation is still obeyed at once.
     await managed.ready().catch((error: unknown) => {
-      const message = redactSecrets(describeError(error), [config.databaseUrl, config.redisUrl]);
+      // The store's own error (ready() wraps it in the API's 503 error, whose message is for HTTP clients).
+      const reason = error instanceof Error && error.cause !== undefined ? error.cause : error;
+      const message = redactSecrets(describeError(reason), [config.databaseUrl, config.redisUrl]);
       console.error(`[petstore] key-change watch not started (${message}); checking keys at the store until it starts`);
     });
     petstore = createNamingCosts({

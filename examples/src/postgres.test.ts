@@ -91,12 +91,13 @@ describe.skipIf(postgresUrl === null)('examples on PETSTORE_DATABASE_URL', () =>
     const proxy = await stallFirst(databaseUrl, 'LISTEN "');
     try {
       const server = await startExample('fastify-server.ts', { PETSTORE_DATABASE_URL: proxy.url, PETSTORE_API_KEYS: `${READER_KEY}:pro` });
-      expect(proxy.stalled()).toBe(true);
-      const line = /\[petstore\] key-change watch not started \((.*)\); checking keys at the store until it starts\n/.exec(server.output);
-      expect(line?.[1]).toMatch(/timed out|deadline|timeout/i);
+      expect(server.output).toContain(
+        '[petstore] key-change watch not started (PostgreSQL did not answer within callTimeoutMs (500 ms)); checking keys at the store until it starts\n',
+      );
       expect(await listedNames(server.url)).toEqual(expect.any(Array));
       // The manager tries again after 1 s, through the proxy, which now lets LISTEN pass.
       await server.waitForOutput(/\[petstore\] key-change watch is back; cached keys are trusted again\n/);
+      expect(proxy.stalled()).toBe(true);
       await stop(server);
     } finally {
       await proxy.close();

@@ -52,13 +52,14 @@ describe.skipIf(redisUrl === null)('examples on PETSTORE_REDIS_URL', () => {
     const proxy = await stallFirst(redisUrl ?? '', 'subscribe');
     try {
       const server = await startExample('fastify-server.ts', { PETSTORE_REDIS_URL: proxy.url, PETSTORE_API_KEYS: `${READER_KEY}:pro` });
-      expect(proxy.stalled()).toBe(true);
-      const line = /\[petstore\] key-change watch not started \((.*)\); checking keys at the store until it starts\n/.exec(server.output);
-      expect(line?.[1]).toMatch(/timed out|deadline|timeout/i);
+      expect(server.output).toContain(
+        '[petstore] key-change watch not started (Redis did not answer within callTimeoutMs (500 ms)); checking keys at the store until it starts\n',
+      );
       const listed = await fetch(`${server.url}/v1/categories`, { headers: { authorization: `Bearer ${READER_KEY}` } });
       expect(listed.status).toBe(200);
       // The manager tries again after 1 s, through the proxy, which now lets subscribe pass.
       await server.waitForOutput(/\[petstore\] key-change watch is back; cached keys are trusted again\n/);
+      expect(proxy.stalled()).toBe(true);
       server.child.kill('SIGTERM');
       expect(await server.exited).toEqual({ code: 0, signal: null });
     } finally {
