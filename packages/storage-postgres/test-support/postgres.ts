@@ -11,6 +11,13 @@ export const postgresUrl = inject('postgresUrl');
 /** True when there is no PostgreSQL for this run (the reason was printed by the global setup). */
 export const skipPostgres = postgresUrl === null;
 
+/**
+ * The deadline of stores the core's suites (conformance, model comparison) run against: the default (1 s) guards
+ * against a lost server, and a busy CI machine can take longer than that for one call; no case of those suites checks
+ * a deadline (the stores' own tests do).
+ */
+export const SUITE_CALL_TIMEOUT_MS = 10_000;
+
 const pools = new Set<pg.Pool>();
 const filePools = new Map<string, pg.Pool>();
 
