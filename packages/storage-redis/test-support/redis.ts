@@ -23,10 +23,11 @@ export const valkeyUrl = inject('valkeyUrl');
 export const skipValkey = valkeyUrl === null;
 
 /**
- * `callTimeoutMs` of the stores the core's suites run against here: 10 s instead of the default 1 s, which one
- * consume on the Cluster has outlasted on a busy CI machine. The suites check no deadline; the stores' tests do.
+ * A `callTimeoutMs` only a lost server reaches, for stores whose calls a test needs answered: those the core's suites
+ * run against, and the calls before and after an outage beside a short-deadline store that the test is there to
+ * check. The default (1 s) has been outlasted by one consume on the Cluster on a busy CI machine.
  */
-export const SUITE_CALL_TIMEOUT_MS = 10_000;
+export const SPARE_CALL_TIMEOUT_MS = 10_000;
 
 const openClients = new Set<Redis | Cluster>();
 const usedPrefixes = new Set<string>();
