@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { newDatabase } from '../test-support/database.js';
-import { stallFirst } from '../test-support/tcp-proxy.js';
+import { checkStartWithStalledWatch } from '../test-support/stalled-watch.js';
 import { startExample, stopExamples, type RunningExample } from './spawn-example.js';
 
 const postgresUrl = inject('postgresUrl');
@@ -88,20 +88,7 @@ describe.skipIf(postgresUrl === null)('examples on PETSTORE_DATABASE_URL', () =>
 
   it('starts when its first key-change watch times out, serves meanwhile and watches once a retry gets through', async () => {
     // The server's stores give a call 500 ms; a busy database can take longer to open the LISTEN connection.
-    const proxy = await stallFirst(databaseUrl, 'LISTEN "');
-    try {
-      const server = await startExample('fastify-server.ts', { PETSTORE_DATABASE_URL: proxy.url, PETSTORE_API_KEYS: `${READER_KEY}:pro` });
-      expect(server.output).toContain(
-        '[petstore] key-change watch not started (PostgreSQL did not answer within callTimeoutMs (500 ms)); checking keys at the store until it starts\n',
-      );
-      expect(await listedNames(server.url)).toEqual(expect.any(Array));
-      // The manager tries again after 1 s, through the proxy, which now lets LISTEN pass.
-      await server.waitForOutput(/\[petstore\] key-change watch is back; cached keys are trusted again\n/);
-      expect(proxy.stalled()).toBe(true);
-      await stop(server);
-    } finally {
-      await proxy.close();
-    }
+    await checkStartWithStalledWatch('PostgreSQL', databaseUrl, READER_KEY);
   }, 60_000);
 
   it('with PETSTORE_REDIS_URL too: categories in PostgreSQL, rate limits in Redis', async () => {

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { stallFirst } from '../test-support/tcp-proxy.js';
+import { checkStartWithStalledWatch } from '../test-support/stalled-watch.js';
 import { startExample, stopExamples } from './spawn-example.js';
 
 const redisUrl = inject('redisUrl');
@@ -48,22 +48,7 @@ describe.skipIf(redisUrl === null)('examples on PETSTORE_REDIS_URL', () => {
   }, 60_000);
 
   it('starts when its first key-change watch times out, serves meanwhile and watches once a retry gets through', async () => {
-    // The server's stores give a call 500 ms; the watch's SUBSCRIBE, on its own connection, gets no answer here.
-    const proxy = await stallFirst(redisUrl ?? '', 'subscribe');
-    try {
-      const server = await startExample('fastify-server.ts', { PETSTORE_REDIS_URL: proxy.url, PETSTORE_API_KEYS: `${READER_KEY}:pro` });
-      expect(server.output).toContain(
-        '[petstore] key-change watch not started (Redis did not answer within callTimeoutMs (500 ms)); checking keys at the store until it starts\n',
-      );
-      const listed = await fetch(`${server.url}/v1/categories`, { headers: { authorization: `Bearer ${READER_KEY}` } });
-      expect(listed.status).toBe(200);
-      // The manager tries again after 1 s, through the proxy, which now lets subscribe pass.
-      await server.waitForOutput(/\[petstore\] key-change watch is back; cached keys are trusted again\n/);
-      expect(proxy.stalled()).toBe(true);
-      server.child.kill('SIGTERM');
-      expect(await server.exited).toEqual({ code: 0, signal: null });
-    } finally {
-      await proxy.close();
-    }
+    // The server's stores give a call 500 ms; the watch's subscribe, on its own connection, gets no answer here.
+    await checkStartWithStalledWatch('Redis', redisUrl ?? '', READER_KEY);
   }, 60_000);
 });
