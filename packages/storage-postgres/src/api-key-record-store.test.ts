@@ -12,7 +12,7 @@ import { LISTEN_HEARTBEAT_INTERVAL_MS, LISTEN_RECONNECT_INITIAL_DELAY_MS, postgr
 import { migratePostgres } from './migrate.js';
 import { postgresApiKeysChannel } from './names.js';
 import { countStatements } from '../test-support/count-statements.js';
-import { connectPool, migratedSchema, postgresUrl, skipPostgres, uniqueSchema } from '../test-support/postgres.js';
+import { connectPool, GUARD_CALL_TIMEOUT_MS, migratedSchema, postgresUrl, skipPostgres, uniqueSchema } from '../test-support/postgres.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const digestOf = (key: string): Uint8Array => new Uint8Array(hashApiKey(key));
@@ -182,7 +182,7 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
 
   it('applies 50 parallel rotations of one record from 5 pools one after the other: a chain, none lost', async () => {
     const { schema } = await migratedSchema('keys');
-    const stores = Array.from({ length: 5 }, () => postgresApiKeyRecordStore({ pool: connectPool({ max: 10 }), schema, callTimeoutMs: 20_000 }));
+    const stores = Array.from({ length: 5 }, () => postgresApiKeyRecordStore({ pool: connectPool({ max: 10 }), schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }));
     await stores[0]?.create(record('key_r'));
     const digests = Array.from({ length: 50 }, (_, i) => digestOf(`rotation-${i}`));
     const results = await Promise.all(
@@ -204,7 +204,7 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
 
   it('lets a revocation win over parallel updates and rotations, and keeps its first time', async () => {
     const { schema } = await migratedSchema('keys');
-    const stores = Array.from({ length: 3 }, () => postgresApiKeyRecordStore({ pool: connectPool({ max: 10 }), schema, callTimeoutMs: 20_000 }));
+    const stores = Array.from({ length: 3 }, () => postgresApiKeyRecordStore({ pool: connectPool({ max: 10 }), schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }));
     const store = stores[0] as (typeof stores)[0];
     await store.create(record('key_v'));
     const calls = Array.from({ length: 30 }, (_, i) => {

@@ -7,7 +7,7 @@ import { describe, it } from 'vitest';
 import { postgresRateLimitStore } from './rate-limit-store.js';
 import { postgresApiKeyHarness } from '../test-support/api-key-harness.js';
 import { postgresCategoryHarness } from '../test-support/category-harness.js';
-import { emptyMigratedSchema, filePool, skipPostgres, SPARE_CALL_TIMEOUT_MS } from '../test-support/postgres.js';
+import { emptyMigratedSchema, filePool, skipPostgres, GUARD_CALL_TIMEOUT_MS } from '../test-support/postgres.js';
 
 const test = { describe: describe.skipIf(skipPostgres), it };
 
@@ -18,7 +18,7 @@ runRateLimitStoreConformance(test, {
     const schema = await emptyMigratedSchema(pool, 'rl');
     const table = `"${schema}".petstore_rate_limits`;
     return {
-      store: postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: SPARE_CALL_TIMEOUT_MS }),
+      store: postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS }),
       async remainingTtlMs(key) {
         const { rows } = await pool.query<{ ms: string | null }>(
           `SELECT (expires_at_ms - floor(extract(epoch FROM clock_timestamp()) * 1000))::text AS ms FROM ${table} WHERE key = $1`,

@@ -10,7 +10,7 @@ import type { RateLimitStore } from '@petstore/core';
 import { runRateLimitModelComparison } from '@petstore/core/testing';
 import { describe, it } from 'vitest';
 import { postgresRateLimitStore } from './rate-limit-store.js';
-import { endPool, migratedSchema, skipPostgres, SPARE_CALL_TIMEOUT_MS } from '../test-support/postgres.js';
+import { endPool, migratedSchema, skipPostgres, GUARD_CALL_TIMEOUT_MS } from '../test-support/postgres.js';
 import { readRateLimitState } from '../test-support/rate-limit-state.js';
 
 runRateLimitModelComparison({
@@ -21,7 +21,7 @@ runRateLimitModelComparison({
     const { pool, schema } = await migratedSchema('model');
     const table = `"${schema}".petstore_rate_limits`;
     return {
-      store: postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: SPARE_CALL_TIMEOUT_MS }),
+      store: postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS }),
       readState: (key) => readRateLimitState(pool, table, key),
       close: () => endPool(pool),
     };
@@ -36,7 +36,7 @@ runRateLimitModelComparison({
   async harness() {
     const { pool, schema } = await migratedSchema('pair');
     const table = `"${schema}".petstore_rate_limits`;
-    const store = postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: SPARE_CALL_TIMEOUT_MS });
+    const store = postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     // The same consume of a record the comparison never reads, started in the same turn: one statement for both.
     const paired: RateLimitStore = {
       ...store,

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PostgresTimeoutError } from './postgres-call.js';
 import { MAX_CONSUMES_PER_STATEMENT, postgresRateLimitStore } from './rate-limit-store.js';
 import { countStatements } from '../test-support/count-statements.js';
-import { connectPool, databaseNowMs, migratedSchema, skipPostgres, SPARE_CALL_TIMEOUT_MS, uniqueSchema } from '../test-support/postgres.js';
+import { connectPool, databaseNowMs, migratedSchema, skipPostgres, GUARD_CALL_TIMEOUT_MS, uniqueSchema } from '../test-support/postgres.js';
 
 const T0 = Date.UTC(2026, 0, 1);
 const minuteAndDay = (perMinute: number, perDay: number): RateLimitWindow[] => [
@@ -359,7 +359,7 @@ describe.skipIf(skipPostgres)("postgresRateLimitStore: a consume's deadline", ()
     const windows = minuteAndDay(100, 1000);
     // Admitted, by a store with time to spare: the pool's one connection is open, the function compiled and the
     // statement prepared (on a busy machine that first statement alone can take longer than 100 ms).
-    const patient = postgresRateLimitStore({ pool: storePool, schema, callTimeoutMs: SPARE_CALL_TIMEOUT_MS });
+    const patient = postgresRateLimitStore({ pool: storePool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     expect((await patient.consume('anon:stopped', req(windows, T0))).allowed).toBe(true);
     const pid = (await storePool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid as number;
     // Only a server process of this machine can be stopped (a DATABASE_URL may name another host).

@@ -8,7 +8,7 @@ import type { ApiKeyRecordStoreHarness } from '@petstore/core/testing';
 import { postgresApiKeyRecordStore } from '../src/api-key-record-store.js';
 import { postgresApiKeysChannel } from '../src/names.js';
 import { holdTableWrites, whenCallsBlocked } from './hold-writes.js';
-import { emptyMigratedSchema, filePool } from './postgres.js';
+import { emptyMigratedSchema, filePool, GUARD_CALL_TIMEOUT_MS } from './postgres.js';
 
 /** Connections of the store's pool: the parallel cases need all their calls (up to 50) inside PostgreSQL at once. */
 const STORE_CONNECTIONS = 55;
@@ -23,8 +23,8 @@ export async function postgresApiKeyHarness(): Promise<ApiKeyRecordStoreHarness>
   const control = filePool('key control', { max: 2 });
   const otherPool = filePool('other key store');
   const schema = await emptyMigratedSchema(pool, 'keys');
-  const store = postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: 20_000 });
-  const other = postgresApiKeyRecordStore({ pool: otherPool, schema, callTimeoutMs: 20_000 });
+  const store = postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
+  const other = postgresApiKeyRecordStore({ pool: otherPool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
   const listen = `LISTEN "${postgresApiKeysChannel({ schema })}"`;
   return {
     store,

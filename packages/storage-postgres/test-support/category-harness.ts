@@ -6,7 +6,7 @@ instance on a pool of its own (`other`).
 import type { CategoryStoreHarness } from '@petstore/core/testing';
 import { postgresCategoryStore } from '../src/category-store.js';
 import { holdCategoryWrites, whenCallsBlocked } from './hold-writes.js';
-import { emptyMigratedSchema, filePool, uniqueSchema } from './postgres.js';
+import { emptyMigratedSchema, filePool, GUARD_CALL_TIMEOUT_MS, uniqueSchema } from './postgres.js';
 
 /** Connections of the store's pool: the idempotent burst needs all its 50 calls inside PostgreSQL at once. */
 const STORE_CONNECTIONS = 55;
@@ -36,11 +36,11 @@ export async function postgresCategoryHarness(
     for (const sql of options.migrationSql(schema)) await pool.query(sql);
   }
   return {
-    store: postgresCategoryStore({ pool, schema, callTimeoutMs: 20_000 }),
+    store: postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }),
     holdWrites: () => holdCategoryWrites(control, schema),
     whenBlocked: (count) => whenCallsBlocked(control, schema, count),
     // Another app instance: a pool of its own on the same schema.
-    other: () => postgresCategoryStore({ pool: filePool('other category store', { max: 2 }), schema, callTimeoutMs: 20_000 }),
+    other: () => postgresCategoryStore({ pool: filePool('other category store', { max: 2 }), schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }),
     // The pools are the file's, ended after it.
     close: async () => undefined,
   };

@@ -12,11 +12,12 @@ export const postgresUrl = inject('postgresUrl');
 export const skipPostgres = postgresUrl === null;
 
 /**
- * A `callTimeoutMs` only a lost server reaches, for stores whose calls a test needs answered: those the core's suites
- * (conformance, model comparison) run against, and the calls beside a short-deadline store that the test is there to
- * check. The default (1 s) guards against a lost server, and a busy CI machine can take longer than that for a call.
+ * The stores' deadline where a test needs their calls answered — those the core's suites (conformance, model
+ * comparison) run against, and the calls beside a short-deadline store that the test is there to check: a guard
+ * against a hang, not a measurement (the name and value tests/redis and tests/postgres use); a busy CI machine can
+ * take longer than the default 1 s for a call.
  */
-export const SPARE_CALL_TIMEOUT_MS = 10_000;
+export const GUARD_CALL_TIMEOUT_MS = 20_000;
 
 const pools = new Set<pg.Pool>();
 const filePools = new Map<string, pg.Pool>();

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { categoryRedisKeys, redisCategoryStore } from './category-store.js';
 import { redisRateLimitStore } from './rate-limit-store.js';
 import { isRedisServerInstalled, startRedisServer } from './testing/redis-server.js';
-import { closedPort, connect, countCommands, expiresAtMs, redisNowMs, skipRedis, SPARE_CALL_TIMEOUT_MS, track, uniquePrefix } from '../test-support/redis.js';
+import { closedPort, connect, countCommands, expiresAtMs, redisNowMs, skipRedis, GUARD_CALL_TIMEOUT_MS, track, uniquePrefix } from '../test-support/redis.js';
 
 function newStore(options: { maxCategories?: number; callTimeoutMs?: number } = {}) {
   const client = connect();
@@ -233,7 +233,7 @@ describe('redisCategoryStore when Redis fails', () => {
       const rateLimits = redisRateLimitStore({ client, keyPrefix: uniquePrefix(), callTimeoutMs: 300 });
       // The scripts loaded, the connection up, through a store with time to spare (a busy machine can take longer
       // than 300 ms for that); the 300 ms stores are used only while the server is stopped, on fake timers.
-      await redisCategoryStore({ client, keyPrefix: uniquePrefix(), callTimeoutMs: SPARE_CALL_TIMEOUT_MS }).create({ name: 'before' });
+      await redisCategoryStore({ client, keyPrefix: uniquePrefix(), callTimeoutMs: GUARD_CALL_TIMEOUT_MS }).create({ name: 'before' });
       process.kill(pid, 'SIGSTOP');
       vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
       const settled = vi.fn();

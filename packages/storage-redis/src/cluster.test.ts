@@ -11,7 +11,7 @@ import { CONSUME_LUA } from './rate-limit-script.js';
 import { redisRateLimitStore } from './rate-limit-store.js';
 import { isRedisCliInstalled, startRedisCluster, type RedisClusterNode } from './testing/redis-cluster.js';
 import { isRedisServerInstalled } from './testing/redis-server.js';
-import { connectCluster, countCommands, redisCluster, skipCluster, SPARE_CALL_TIMEOUT_MS, track, uniquePrefix } from '../test-support/redis.js';
+import { connectCluster, countCommands, redisCluster, skipCluster, GUARD_CALL_TIMEOUT_MS, track, uniquePrefix } from '../test-support/redis.js';
 
 const minute = (limit: number, nowMs = 0): ConsumeRequest => ({
   windows: [{ name: 'minute', limit, windowMs: 60_000 }],
@@ -236,8 +236,8 @@ describe.skipIf(!isRedisServerInstalled() || !isRedisCliInstalled())('the Redis 
       const categories = redisCategoryStore({ client, callTimeoutMs: 300 });
       // Before and after the outage through stores with time to spare on the same client (a new cluster connection
       // can take longer than 300 ms on a busy machine); the 300 ms stores are used on fake timers and to wait.
-      const patientRateLimits = redisRateLimitStore({ client, callTimeoutMs: SPARE_CALL_TIMEOUT_MS, time: 'request' });
-      await redisCategoryStore({ client, callTimeoutMs: SPARE_CALL_TIMEOUT_MS }).create({ name: 'Dogs' });
+      const patientRateLimits = redisRateLimitStore({ client, callTimeoutMs: GUARD_CALL_TIMEOUT_MS, time: 'request' });
+      await redisCategoryStore({ client, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }).create({ name: 'Dogs' });
       expect((await patientRateLimits.consume('key:a', minute(5))).allowed).toBe(true);
       const slot = await keySlot(masters[0]!, categoryRedisKeys().records);
       const owners = await slotOwners(masters[0]!);

@@ -27,7 +27,7 @@ import {
   skipCluster,
   skipRedis,
   skipValkey,
-  SPARE_CALL_TIMEOUT_MS,
+  GUARD_CALL_TIMEOUT_MS,
   track,
   uniquePrefix,
   valkeyUrl,
@@ -101,7 +101,7 @@ for (const target of targets) {
     name: `redisRateLimitStore conformance${target.on}`,
     createStore() {
       const client = target.connect();
-      const store = redisRateLimitStore({ client, keyPrefix: target.prefix(), time: 'request', callTimeoutMs: SPARE_CALL_TIMEOUT_MS });
+      const store = redisRateLimitStore({ client, keyPrefix: target.prefix(), time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
       return {
         store,
         async remainingTtlMs(key) {
@@ -128,7 +128,7 @@ for (const target of targets) {
     name: `redisRateLimitStore against the model${target.on}`,
     harness() {
       const client = patchConsumeScript(target.connect(), keepKeysAnHourLonger);
-      const store = redisRateLimitStore({ client, keyPrefix: target.prefix(), time: 'request', blockCache: false, callTimeoutMs: SPARE_CALL_TIMEOUT_MS });
+      const store = redisRateLimitStore({ client, keyPrefix: target.prefix(), time: 'request', blockCache: false, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
       return { store, readState: (key) => readRateLimitState(client, store.redisKey(key)) };
     },
   });
@@ -139,9 +139,9 @@ for (const target of targets) {
     createStore: ({ maxCategories }) => {
       const keyPrefix = target.prefix();
       return {
-        store: redisCategoryStore({ client: target.connect(), keyPrefix, maxCategories, callTimeoutMs: SPARE_CALL_TIMEOUT_MS }),
+        store: redisCategoryStore({ client: target.connect(), keyPrefix, maxCategories, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }),
         // Another app instance: a client of its own on the same server(s) and prefix.
-        other: () => redisCategoryStore({ client: target.connect(), keyPrefix, maxCategories, callTimeoutMs: SPARE_CALL_TIMEOUT_MS }),
+        other: () => redisCategoryStore({ client: target.connect(), keyPrefix, maxCategories, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }),
       };
     },
   });

@@ -22,7 +22,7 @@ import {
   readRateLimitState,
   redisNowMs,
   skipRedis,
-  SPARE_CALL_TIMEOUT_MS,
+  GUARD_CALL_TIMEOUT_MS,
   track,
   uniquePrefix,
 } from '../test-support/redis.js';
@@ -860,7 +860,7 @@ describe('redisRateLimitStore when Redis fails', () => {
       const windows = minuteAndDay(100, 1000);
       // Admitted, through a store on the same client with time to spare (the script loaded, the connection up:
       // on a busy machine that can take longer than 100 ms); the 100 ms store is used only while Redis is stopped.
-      const patient = redisRateLimitStore({ client, callTimeoutMs: SPARE_CALL_TIMEOUT_MS, blockCache: false });
+      const patient = redisRateLimitStore({ client, callTimeoutMs: GUARD_CALL_TIMEOUT_MS, blockCache: false });
       expect((await patient.consume('anon:paused', at(T0, windows))).allowed).toBe(true);
       process.kill(pid, 'SIGSTOP');
       const first = [1, 2, 3].map(() => store.consume('anon:paused', at(T0, windows)));

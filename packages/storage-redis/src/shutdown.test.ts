@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { redisCategoryStore } from './category-store.js';
 import { redisRateLimitStore } from './rate-limit-store.js';
 import { isRedisServerInstalled, startRedisServer } from './testing/redis-server.js';
-import { connect, connectCluster, skipCluster, skipRedis, SPARE_CALL_TIMEOUT_MS, track, uniquePrefix } from '../test-support/redis.js';
+import { connect, connectCluster, skipCluster, skipRedis, GUARD_CALL_TIMEOUT_MS, track, uniquePrefix } from '../test-support/redis.js';
 
 const request: ConsumeRequest = { windows: [{ name: 'minute', limit: 100, windowMs: 60_000 }], cost: 1, nowMs: 0, ban: undefined, banSubject: '' };
 const idempotent = (label: string) => ({ key: label.padEnd(64, '0'), fingerprint: 'f'.repeat(64), retentionMs: 60_000 });
@@ -125,8 +125,8 @@ describe.skipIf(!isRedisServerInstalled())('the Redis stores when Redis goes fir
       const rateLimits = redisRateLimitStore({ client, keyPrefix, time: 'request', callTimeoutMs: 60_000 });
       // Through stores with time to spare on the same client (the connection up, the scripts loaded); the 500 ms
       // stores are used only on fake timers.
-      await redisCategoryStore({ client, keyPrefix, callTimeoutMs: SPARE_CALL_TIMEOUT_MS }).create({ name: 'before' });
-      await redisRateLimitStore({ client, keyPrefix, time: 'request', callTimeoutMs: SPARE_CALL_TIMEOUT_MS }).consume('key:before', request);
+      await redisCategoryStore({ client, keyPrefix, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }).create({ name: 'before' });
+      await redisRateLimitStore({ client, keyPrefix, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS }).consume('key:before', request);
       redis.freeze();
       const inFlight = [categories.create({ name: 'a' }), categories.list(), categories.createIdempotent({ name: 'b' }, idempotent('b'))];
       const sentBatch = [rateLimits.consume('key:a', request), rateLimits.consume('key:b', request)];

@@ -12,6 +12,7 @@ import { memoryRateLimitStore } from '@petstore/storage-memory';
 import { migratePostgres, postgresCategoryStore, postgresRateLimitStore } from '@petstore/storage-postgres';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { GUARD_CALL_TIMEOUT_MS } from './call-timeout.js';
 
 const postgresUrl = inject('postgresUrl');
 const WRITER = 'list-after-create-key';
@@ -46,8 +47,8 @@ describe.skipIf(postgresUrl === null).each(['memory', 'postgres'] as const)('a l
       petstores.push(
         createPetstore({
           apiKeys: staticApiKeys([{ key: WRITER, plan: 'enterprise', limits: { requestsPerMinute: 1_000_000, requestsPerDay: 10_000_000 } }]),
-          categories: postgresCategoryStore({ pool, schema, callTimeoutMs: 20_000 }),
-          rateLimit: { store: rateLimits === 'memory' ? memoryRateLimitStore() : postgresRateLimitStore({ pool, schema, callTimeoutMs: 20_000 }) },
+          categories: postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }),
+          rateLimit: { store: rateLimits === 'memory' ? memoryRateLimitStore() : postgresRateLimitStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }) },
         }),
       );
     }

@@ -12,6 +12,7 @@ import pg from 'pg';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { call, servePetstore, type Answer, type Instance } from '../../redis/src/serve.js';
+import { GUARD_CALL_TIMEOUT_MS } from './call-timeout.js';
 
 /** The run's PostgreSQL (scripts/test-servers.ts), `null` when its tests are skipped. */
 const postgresUrl = inject('postgresUrl');
@@ -107,9 +108,7 @@ describe.skipIf(postgresUrl === null)('two instances on one PostgreSQL', () => {
   const suite = schemaForSuite();
   const instances: Instance[] = [];
   beforeAll(async () => {
-    // callTimeoutMs is a guard against a hang, not a measurement: on a busy machine a slow answer must not become
-    // a 503 and a wrong count.
-    const options = { schema: suite.schema, callTimeoutMs: 20_000 };
+    const options = { schema: suite.schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS };
     instances.push(...(await Promise.all([startInstance('fastify', suite.url, options), startInstance('express', suite.url, options)])));
   });
   afterAll(async () => {
@@ -252,9 +251,9 @@ describe.skipIf(postgresUrl === null)("the operator's peek and reset, and costs,
       instancePool.on('error', () => undefined);
       const petstore = createPetstore({
         apiKeys,
-        categories: postgresCategoryStore({ pool: instancePool, schema: suite.schema }),
+        categories: postgresCategoryStore({ pool: instancePool, schema: suite.schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }),
         rateLimit: {
-          store: postgresRateLimitStore({ pool: instancePool, schema: suite.schema }),
+          store: postgresRateLimitStore({ pool: instancePool, schema: suite.schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }),
           cost: { createCategory: 3 },
           // The first refusal bans the key for an hour: no ban interval or ban end can pass during the test.
           ban: { rejectedThreshold: 1, intervalMs: 60_000, durationMs: 3_600_000 },

@@ -30,7 +30,7 @@ export interface InstanceOptions {
 }
 
 /** The stores' deadline in the suites that count answers: a guard against a hang, not a measurement. */
-export const EXACTNESS_CALL_TIMEOUT_MS = 20_000;
+export const GUARD_CALL_TIMEOUT_MS = 20_000;
 
 /**
  * Starts one instance (its petstore too, for the operator's calls). Its Redis client does not queue commands

@@ -10,6 +10,7 @@ import { memoryRateLimitStore } from '@petstore/storage-memory';
 import { redisCategoryStore } from '@petstore/storage-redis';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { GUARD_CALL_TIMEOUT_MS } from './instances.js';
 
 const redisUrl = inject('redisUrl');
 const WRITER = 'list-after-create-key';
@@ -37,7 +38,7 @@ describe.skipIf(redisUrl === null)('a list on one instance right after a create 
       petstores.push(
         createPetstore({
           apiKeys: staticApiKeys([{ key: WRITER, plan: 'enterprise', limits: { requestsPerMinute: 1_000_000, requestsPerDay: 10_000_000 } }]),
-          categories: redisCategoryStore({ client, keyPrefix, callTimeoutMs: 20_000 }),
+          categories: redisCategoryStore({ client, keyPrefix, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }),
           // The rate limits in memory: what is under test is the category store.
           rateLimit: { store: memoryRateLimitStore() },
         }),

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { EXACTNESS_CALL_TIMEOUT_MS, call, redisNowMs, startInstance, withinOneMinute, type Instance, type InstanceOptions } from './instances.js';
+import { GUARD_CALL_TIMEOUT_MS, call, redisNowMs, startInstance, withinOneMinute, type Instance, type InstanceOptions } from './instances.js';
 
 const redisUrl = inject('redisUrl');
 const redisCluster = inject('redisCluster');
@@ -35,7 +35,7 @@ function sharedStoreSuite(backend: Pick<InstanceOptions, 'redisUrl' | 'cluster'>
       ...PRO_KEYS.map((key) => ({ key, plan: 'pro' as const })),
     ];
     for (const framework of ['fastify', 'express', 'fastify', 'express'] as const) {
-      instances.push(await startInstance({ framework, ...backend, keyPrefix, apiKeys, callTimeoutMs: EXACTNESS_CALL_TIMEOUT_MS }));
+      instances.push(await startInstance({ framework, ...backend, keyPrefix, apiKeys, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }));
     }
   });
   afterAll(async () => {

@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from 'vitest';
-import { EXACTNESS_CALL_TIMEOUT_MS, call, startInstance, type Answer, type Instance } from './instances.js';
+import { GUARD_CALL_TIMEOUT_MS, call, startInstance, type Answer, type Instance } from './instances.js';
 
 const redisUrl = inject('redisUrl');
 const API_KEY = `operator-reset-key-${randomUUID()}`;
@@ -18,7 +18,7 @@ describe.skipIf(redisUrl === null)('an operator reset with the block cache on, t
   beforeAll(async () => {
     const keyPrefix = `petstore-test:${randomUUID()}:`;
     for (const framework of ['fastify', 'express'] as const) {
-      instances.push(await startInstance({ framework, redisUrl: redisUrl as string, keyPrefix, apiKeys: [{ key: API_KEY, plan: 'free', accountId: ACCOUNT }], callTimeoutMs: EXACTNESS_CALL_TIMEOUT_MS }));
+      instances.push(await startInstance({ framework, redisUrl: redisUrl as string, keyPrefix, apiKeys: [{ key: API_KEY, plan: 'free', accountId: ACCOUNT }], callTimeoutMs: GUARD_CALL_TIMEOUT_MS }));
     }
   });
   afterAll(async () => {
