@@ -117,7 +117,7 @@ afterEach(() => {
 describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
   it('round-trips every field exactly, and absent fields stay absent', async () => {
     const { pool, schema } = await migratedSchema('keys');
-    const store = postgresApiKeyRecordStore({ pool, schema });
+    const store = postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const full = record('key_full', {
       accountId: '__proto__',
       plan: 'enterprise',
@@ -142,7 +142,7 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
 
   it('sends one statement per call', async () => {
     const { pool, schema } = await migratedSchema('keys');
-    const store = postgresApiKeyRecordStore({ pool, schema });
+    const store = postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const statements = countStatements(pool);
     await store.create(record('key_a'));
     await store.findByDigest(digestOf('key-key_a'));
@@ -158,7 +158,7 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
 
   it('refuses a duplicate key id, digest, or a digest that is a previous digest, writing nothing', async () => {
     const { pool, schema } = await migratedSchema('keys');
-    const store = postgresApiKeyRecordStore({ pool, schema });
+    const store = postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const watcher = recordingWatcher();
     const watching = await store.watch(watcher.listener);
     await store.create(record('key_a', { previousDigest: digestOf('old-a'), previousValidUntilMs: T0 + 1 }));
@@ -230,7 +230,7 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
 
   it('lists by key id in byte order, per account or all, a page at a time', async () => {
     const { pool, schema } = await migratedSchema('keys');
-    const store = postgresApiKeyRecordStore({ pool, schema });
+    const store = postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     // Upper case sorts before lower case, as JavaScript compares (not as a linguistic collation would).
     const ids = ['key_b', 'key_A', 'key_a', 'key_Z', 'key_0', 'key_z1', 'key_z'];
     for (const [i, keyId] of ids.entries()) await store.create(record(keyId, { accountId: i % 2 === 0 ? 'even' : 'odd' }));
@@ -256,9 +256,9 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
   it("notifies every watcher of the table at commit, with the change's digests before and after, and no other table's", async () => {
     const { pool, schema } = await migratedSchema('keys');
     await migratePostgres({ pool, schema, apiKeysTable: 'other_keys' });
-    const writer = postgresApiKeyRecordStore({ pool, schema });
-    const otherTable = postgresApiKeyRecordStore({ pool, schema, apiKeysTable: 'other_keys' });
-    const reader = postgresApiKeyRecordStore({ pool: connectPool(), schema });
+    const writer = postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
+    const otherTable = postgresApiKeyRecordStore({ pool, schema, apiKeysTable: 'other_keys', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
+    const reader = postgresApiKeyRecordStore({ pool: connectPool(), schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const watcher = recordingWatcher();
     const watching = await reader.watch(watcher.listener);
     const [a, b, c] = ['key-a', 'rot-1', 'rot-2'].map((key) => hex(digestOf(key)));
@@ -286,7 +286,7 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
 
   it('delivers nothing of a transaction rolled back, and the change of a committed one', async () => {
     const { pool, schema } = await migratedSchema('keys');
-    const store = postgresApiKeyRecordStore({ pool, schema });
+    const store = postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const watcher = recordingWatcher();
     const watching = await store.watch(watcher.listener);
     await store.create(record('key_t'));
@@ -294,7 +294,7 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
     // The store's statement inside a transaction of the host's (a client of the pool used as the store's pool).
     const client = await pool.connect();
     try {
-      const inTransaction = postgresApiKeyRecordStore({ pool: client as unknown as pg.Pool, schema });
+      const inTransaction = postgresApiKeyRecordStore({ pool: client as unknown as pg.Pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
       await client.query('BEGIN');
       await inTransaction.update('key_t', { kind: 'rotate', nowMs: T0 + 1, digest: digestOf('rolled-back'), previousValidUntilMs: T0 + 9 });
       await client.query('ROLLBACK');
@@ -314,7 +314,7 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
 
   it('listens again after its connection is terminated, telling the watcher to drop everything; close ends it', async () => {
     const { pool, schema } = await migratedSchema('keys');
-    const store = postgresApiKeyRecordStore({ pool, schema });
+    const store = postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const channel = postgresApiKeysChannel({ schema });
     const watcher = recordingWatcher();
     const watching = await store.watch(watcher.listener);
@@ -354,6 +354,7 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
         }
         return new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:1/postgres' });
       },
+      callTimeoutMs: GUARD_CALL_TIMEOUT_MS,
     });
     const watcher = recordingWatcher();
     const watching = await store.watch(watcher.listener);
@@ -408,7 +409,7 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
 
   it('tells the watcher to drop everything on a notification that is not a list of digests (an operator NOTIFY)', async () => {
     const { pool, schema } = await migratedSchema('keys');
-    const store = postgresApiKeyRecordStore({ pool, schema });
+    const store = postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const watcher = recordingWatcher();
     const watching = await store.watch(watcher.listener);
     await pool.query(`NOTIFY "${postgresApiKeysChannel({ schema })}"`);
@@ -419,7 +420,7 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
 
   it('closes every watcher with the store, leaving the pool open', async () => {
     const { pool, schema } = await migratedSchema('keys');
-    const store = postgresApiKeyRecordStore({ pool, schema });
+    const store = postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     await store.watch(recordingWatcher().listener);
     await store.watch(recordingWatcher().listener);
     const channel = postgresApiKeysChannel({ schema });
@@ -430,12 +431,12 @@ describe.skipIf(skipPostgres)('postgresApiKeyRecordStore', () => {
   });
 
   it('answers 503 service_unavailable when the database is unreachable (watch too), and a clear error when the table is missing', async () => {
-    const away = postgresApiKeyRecordStore({ pool: connectPool({ connectionString: 'postgres://postgres@127.0.0.1:1/postgres' }) });
+    const away = postgresApiKeyRecordStore({ pool: connectPool({ connectionString: 'postgres://postgres@127.0.0.1:1/postgres' }), callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const unavailable = { code: 'service_unavailable', retryAfterSeconds: 5 };
     await expect(away.findByDigest(digestOf('x'))).rejects.toMatchObject(unavailable);
     await expect(away.update('key_x', { kind: 'revoke', nowMs: T0 })).rejects.toMatchObject(unavailable);
     await expect(away.watch(recordingWatcher().listener)).rejects.toMatchObject(unavailable);
-    const unmigrated = postgresApiKeyRecordStore({ pool: connectPool(), schema: uniqueSchema('missing') });
+    const unmigrated = postgresApiKeyRecordStore({ pool: connectPool(), schema: uniqueSchema('missing'), callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const missing = await unmigrated.findByKeyId('key_x').catch((error: unknown) => error);
     expect(isPetstoreError(missing)).toBe(false);
     expect((missing as Error).message).toMatch(/run migratePostgres/);

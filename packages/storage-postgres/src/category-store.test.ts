@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { postgresCategoryStore } from './category-store.js';
 import { PostgresTimeoutError } from './postgres-call.js';
 import { countStatements } from '../test-support/count-statements.js';
-import { connectPool, databaseNowMs, migratedSchema, skipPostgres, uniqueSchema } from '../test-support/postgres.js';
+import { connectPool, databaseNowMs, GUARD_CALL_TIMEOUT_MS, migratedSchema, skipPostgres, uniqueSchema } from '../test-support/postgres.js';
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
@@ -34,7 +34,7 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
 
   it('hands out 2^53 - 1 as the last id, then refuses creates with storage_full and writes nothing', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresCategoryStore({ pool, schema });
+    const store = postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     await pool.query(`ALTER TABLE "${schema}".petstore_categories ALTER COLUMN id RESTART WITH ${MAX_SAFE - 1}`);
     expect((await store.create({ name: 'second to last' })).id).toBe(MAX_SAFE - 1);
     expect(await store.create({ name: 'last', description: 'd' })).toEqual({ id: MAX_SAFE, name: 'last', description: 'd' });
@@ -45,7 +45,7 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
 
   it('refuses to list an id above 2^53 - 1 written by hand, rather than rounding it', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresCategoryStore({ pool, schema });
+    const store = postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     await store.create({ name: 'fine' });
     await pool.query(`INSERT INTO "${schema}".petstore_categories (id, name) OVERRIDING SYSTEM VALUE VALUES ($1, 'too big')`, [
       '9007199254740993',
@@ -57,7 +57,7 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
 
   it('sends one statement per create and per list', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresCategoryStore({ pool, schema });
+    const store = postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const statements = countStatements(pool);
     await store.create({ name: 'Dogs', description: 'Canine' });
     expect(statements.count).toBe(1);
@@ -68,8 +68,8 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
 
   it('answers the listVersion() calls of one turn with one statement, and a call made after that read was sent with a new one', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresCategoryStore({ pool, schema });
-    const other = postgresCategoryStore({ pool, schema });
+    const store = postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
+    const other = postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const statements = countStatements(pool);
     const versions = await Promise.all(Array.from({ length: 20 }, () => store.listVersion()));
     expect(statements.count).toBe(1);
@@ -88,7 +88,7 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
 
   it('sends one statement per idempotent create, whatever it answers', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresCategoryStore({ pool, schema });
+    const store = postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const statements = countStatements(pool);
     expect(await store.createIdempotent({ name: 'Dogs', description: 'Canine' }, idempotent('k1'))).toMatchObject({ outcome: 'created' });
     expect(await store.createIdempotent({ name: 'Dogs', description: 'Canine' }, idempotent('k1'))).toMatchObject({ outcome: 'replayed' });
@@ -99,7 +99,7 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
 
   it('keeps each record for retentionMs by the database clock, with the category id; a replay or mismatch writes nothing', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresCategoryStore({ pool, schema });
+    const store = postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const request = idempotent('k1', 'body', 30_000);
     const before = await databaseNowMs(pool);
     const created = await store.createIdempotent({ name: 'Dogs', description: '' }, request);
@@ -125,7 +125,7 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
 
   it('takes over an expired record: the key creates again and its record points at the new category', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresCategoryStore({ pool, schema });
+    const store = postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     await store.createIdempotent({ name: 'first' }, idempotent('k1'));
     await pool.query(`UPDATE "${schema}".petstore_categories_idempotency SET expires_at_ms = 0`);
     expect(await store.createIdempotent({ name: 'second' }, idempotent('k1', 'another body'))).toEqual({
@@ -142,7 +142,7 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
 
   it('deletes up to two expired records per new record, so expired ones go as new keys arrive', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresCategoryStore({ pool, schema });
+    const store = postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const records = `"${schema}".petstore_categories_idempotency`;
     for (let i = 0; i < 5; i++) await store.createIdempotent({ name: `old ${i}` }, idempotent(`old ${i}`));
     await pool.query(`UPDATE ${records} SET expires_at_ms = 1000 + category_id`); // long expired
@@ -203,7 +203,7 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
 
   it('answers storage_full past the last id and records nothing', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresCategoryStore({ pool, schema });
+    const store = postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     await pool.query(`ALTER TABLE "${schema}".petstore_categories ALTER COLUMN id RESTART WITH ${MAX_SAFE}`);
     expect(await store.createIdempotent({ name: 'last' }, idempotent('last'))).toEqual({ outcome: 'created', category: { id: MAX_SAFE, name: 'last' } });
     expect(await store.createIdempotent({ name: 'last' }, idempotent('last'))).toEqual({ outcome: 'replayed', category: { id: MAX_SAFE, name: 'last' } });
@@ -215,7 +215,7 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
 
   it('refuses a retentionMs that is not a whole number >= 1 before sending anything', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresCategoryStore({ pool, schema });
+    const store = postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const statements = countStatements(pool);
     for (const retentionMs of [0, 2.5, Number.NaN]) {
       await expect(store.createIdempotent({ name: 'x' }, idempotent('k', 'body', retentionMs))).rejects.toThrow(/retentionMs/);
@@ -226,7 +226,7 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
   it('keeps the created_at of every row, set by the database', async () => {
     const { pool, schema } = await migratedSchema();
     const before = await databaseNowMs(pool);
-    await postgresCategoryStore({ pool, schema }).create({ name: 'Dogs' });
+    await postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }).create({ name: 'Dogs' });
     const after = await databaseNowMs(pool);
     const { rows } = await pool.query<{ ms: string }>(
       `SELECT floor(extract(epoch FROM created_at) * 1000)::bigint::text AS ms FROM "${schema}".petstore_categories`,
@@ -237,7 +237,7 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
   });
 
   it('says to run the migrations when the table is missing (a 500, not a 503)', async () => {
-    const store = postgresCategoryStore({ pool: connectPool(), schema: uniqueSchema('missing') });
+    const store = postgresCategoryStore({ pool: connectPool(), schema: uniqueSchema('missing'), callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const refused = await rejection(store.list());
     expect(isPetstoreError(refused)).toBe(false);
     expect((refused as Error).message).toMatch(/run migratePostgres/);
@@ -245,7 +245,7 @@ describe.skipIf(skipPostgres)('postgresCategoryStore', () => {
 
   it('answers 503 service_unavailable with Retry-After when the database is unreachable', async () => {
     const pool = connectPool({ connectionString: 'postgres://postgres@127.0.0.1:1/postgres' });
-    const store = postgresCategoryStore({ pool });
+    const store = postgresCategoryStore({ pool, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     for (const call of [() => store.create({ name: 'x' }), () => store.createIdempotent({ name: 'x' }, idempotent('down'))]) {
       const refused = await rejection(call());
       expect(refused).toBeInstanceOf(PetstoreError);

@@ -11,7 +11,7 @@ import { postgresRateLimitStore } from './rate-limit-store.js';
 import { migratePostgres } from './migrate.js';
 import { postgresMigrations, type PostgresMigration } from './migrations.js';
 import { postgresApiKeyRecordStore } from './api-key-record-store.js';
-import { connectPool, skipPostgres, uniqueSchema } from '../test-support/postgres.js';
+import { connectPool, GUARD_CALL_TIMEOUT_MS, skipPostgres, uniqueSchema } from '../test-support/postgres.js';
 
 /** A minimal API-key record with the digest of `key-<keyId>`. */
 const apiKeyRecord = (keyId: string): ApiKeyRecord => ({
@@ -89,7 +89,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       { table_name: 'petstore_rate_limits', version: 7 },
       { table_name: 'petstore_rate_limits', version: 8 },
     ]);
-    const store = postgresCategoryStore({ pool, schema });
+    const store = postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     await store.create({ name: 'Dogs' });
     await migratePostgres({ pool, schema });
     expect(await store.list()).toEqual([{ id: 1, name: 'Dogs' }]);
@@ -106,11 +106,11 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     const schema = uniqueSchema('names');
     await migratePostgres({ pool, schema, categoriesTable: 'Shop_A_categories', rateLimitsTable: 'shop_a_limits', apiKeysTable: 'Shop_A_keys' });
     await migratePostgres({ pool, schema, categoriesTable: 'shop_b_categories', rateLimitsTable: 'shop_b_limits', apiKeysTable: 'shop_b_keys' });
-    const a = postgresCategoryStore({ pool, schema, categoriesTable: 'Shop_A_categories' });
-    const b = postgresCategoryStore({ pool, schema, categoriesTable: 'shop_b_categories' });
+    const a = postgresCategoryStore({ pool, schema, categoriesTable: 'Shop_A_categories', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
+    const b = postgresCategoryStore({ pool, schema, categoriesTable: 'shop_b_categories', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     await a.create({ name: 'only in A' });
     expect(await b.list()).toEqual([]);
-    const limits = postgresRateLimitStore({ pool, schema, rateLimitsTable: 'shop_b_limits', time: 'request' });
+    const limits = postgresRateLimitStore({ pool, schema, rateLimitsTable: 'shop_b_limits', time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const result = await limits.consume('key:k', { windows: [{ name: 'minute', limit: 1, windowMs: 60_000 }], nowMs: 0, ban: undefined, cost: 1, banSubject: '' });
     expect(result.allowed).toBe(true);
     const { rows } = await pool.query(`SELECT table_name, version FROM "${schema}".petstore_migrations ORDER BY table_name, version`);
@@ -143,8 +143,8 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
     expect(await a.createIdempotent({ name: 'keyed in A' }, request)).toMatchObject({ outcome: 'created' });
     expect(await b.createIdempotent({ name: 'keyed in B' }, request)).toMatchObject({ outcome: 'created' }); // its own records
-    const keysA = postgresApiKeyRecordStore({ pool, schema, apiKeysTable: 'Shop_A_keys' });
-    const keysB = postgresApiKeyRecordStore({ pool, schema, apiKeysTable: 'shop_b_keys' });
+    const keysA = postgresApiKeyRecordStore({ pool, schema, apiKeysTable: 'Shop_A_keys', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
+    const keysB = postgresApiKeyRecordStore({ pool, schema, apiKeysTable: 'shop_b_keys', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     await keysA.create(apiKeyRecord('key_a'));
     expect(await keysB.findByKeyId('key_a')).toBeUndefined();
     await keysB.create(apiKeyRecord('key_a')); // the same key id and digest: another table
@@ -218,7 +218,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     for (const migration of postgresMigrations({ schema }).filter((step) => !(step.table === 'petstore_categories' && step.version === 3))) {
       await pool.query(migration.sql);
     }
-    const store = postgresCategoryStore({ pool, schema });
+    const store = postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     await store.create({ name: 'Dogs' });
     await store.create({ name: 'Cats' });
     await expect(store.listVersion()).rejects.toThrow(/run migratePostgres/);
@@ -316,7 +316,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     );
     expect(functions.rowCount).toBe(1);
 
-    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const store = postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const ban = { rejectedThreshold: 2, intervalMs: 60_000, durationMs: 600_000 };
     const windows = [
       { name: 'minute', limit: 1, windowMs: 60_000 },
@@ -451,7 +451,7 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
       'CREATE UNIQUE INDEX petstore_api_keys_previous_digest ON petstore_api_keys USING btree (previous_digest) WHERE (previous_digest IS NOT NULL)',
     ]);
     // Two records may both have no previous digest; two may not share one (the store refuses it as a duplicate).
-    const store = postgresApiKeyRecordStore({ pool, schema });
+    const store = postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     await store.create(apiKeyRecord('key_1'));
     await store.create(apiKeyRecord('key_2'));
     const previous = { previousDigest: new Uint8Array(32), previousValidUntilMs: 1 };
@@ -493,11 +493,11 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
         `${apiKeysTable}_account`,
       ]),
     );
-    const store = postgresCategoryStore({ pool, schema, categoriesTable });
+    const store = postgresCategoryStore({ pool, schema, categoriesTable, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
     expect(await store.createIdempotent({ name: 'long' }, request)).toEqual({ outcome: 'created', category: { id: 1, name: 'long' } });
     // The longest names give a notification channel of 63 bytes, which LISTEN and pg_notify take untruncated.
-    const keys = postgresApiKeyRecordStore({ pool, schema, apiKeysTable });
+    const keys = postgresApiKeyRecordStore({ pool, schema, apiKeysTable, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     let told: (digests: Uint8Array[]) => void = () => undefined;
     const delivered = new Promise<Uint8Array[]>((resolve) => (told = resolve));
     await keys.watch({ onChange: (digests) => told(digests), onDisconnect: () => undefined, onReconnect: () => undefined });
@@ -511,12 +511,12 @@ describe.skipIf(skipPostgres)('migratePostgres', () => {
     const schema = uniqueSchema('sql');
     await pool.query(`CREATE SCHEMA "${schema}"`);
     for (let run = 0; run < 2; run++) for (const migration of postgresMigrations({ schema })) await pool.query(migration.sql);
-    const store = postgresCategoryStore({ pool, schema });
+    const store = postgresCategoryStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     expect((await store.create({ name: 'by hand' })).id).toBe(1);
     const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
     expect(await store.createIdempotent({ name: 'keyed' }, request)).toEqual({ outcome: 'created', category: { id: 2, name: 'keyed' } });
-    await postgresApiKeyRecordStore({ pool, schema }).create(apiKeyRecord('key_hand'));
-    const limits = postgresRateLimitStore({ pool, schema, time: 'request' });
+    await postgresApiKeyRecordStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }).create(apiKeyRecord('key_hand'));
+    const limits = postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const windows = [{ name: 'minute', limit: 5, windowMs: 60_000 }];
     expect(await limits.consume('account:a', { windows, nowMs: 0, cost: 3, ban: undefined, banSubject: 'k1' })).toMatchObject({ allowed: true });
     expect(await limits.consume('account:a', { windows, nowMs: 1, cost: 3, ban: undefined, banSubject: 'k2' })).toMatchObject({

@@ -28,7 +28,7 @@ const req = (windows: RateLimitWindow[], nowMs: number, options: { ban?: BanPoli
 describe.skipIf(skipPostgres)('postgresRateLimitStore', () => {
   it("decides at the database's clock by default, ignoring the request's", async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresRateLimitStore({ pool, schema });
+    const store = postgresRateLimitStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const before = await databaseNowMs(pool);
     const result = await store.consume('key:clock', req(minuteAndDay(5, 10), T0));
     const after = await databaseNowMs(pool);
@@ -39,7 +39,7 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore', () => {
 
   it('sends one statement per lone consume (a new record and a known one), per peek and per reset', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const store = postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const statements = countStatements(pool);
     await store.consume('account:one', req(minuteAndDay(5, 10), T0));
     await store.consume('account:one', req(minuteAndDay(5, 10), T0 + 1, { cost: 2, subject: 'k2' }));
@@ -53,7 +53,7 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore', () => {
 
   it("peeks at the database's clock by default, without locking or writing the row", async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresRateLimitStore({ pool, schema });
+    const store = postgresRateLimitStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const consumed = await store.consume('account:peek', req(minuteAndDay(5, 10), T0, { cost: 4, subject: 'k1' }));
     const version = async () =>
       (await pool.query<{ xmin: string }>(`SELECT xmin::text FROM "${schema}".petstore_rate_limits WHERE key = 'account:peek'`)).rows[0]?.xmin;
@@ -83,7 +83,7 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore', () => {
 
   it('admits exactly the quota of a burst spread over three pools (instances) sharing the table', async () => {
     const { schema } = await migratedSchema();
-    const stores = [connectPool(), connectPool(), connectPool()].map((pool) => postgresRateLimitStore({ pool, schema }));
+    const stores = [connectPool(), connectPool(), connectPool()].map((pool) => postgresRateLimitStore({ pool, schema, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }));
     const results = await Promise.all(
       Array.from({ length: 150 }, (_, i) => stores[i % 3]?.consume('key:shared', req(minuteAndDay(1000, 40), 0))),
     );
@@ -92,7 +92,7 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore', () => {
 
   it('deletes expired rows as new keys arrive, without a timer', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const store = postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const minute: RateLimitWindow[] = [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }];
     for (let i = 0; i < 40; i++) await store.consume(`key:old-${i}`, req(minute, T0));
     // An hour later every old row has expired; each new key deletes up to two of them.
@@ -108,7 +108,7 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore', () => {
 
   it('answers a banned key without writing its row', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const store = postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const ban = { rejectedThreshold: 2, intervalMs: MINUTE_MS, durationMs: 10 * MINUTE_MS };
     const windows = minuteAndDay(1, 100);
     for (let i = 0; i < 3; i++) await store.consume('key:banned', req(windows, T0 + i, { ban }));
@@ -121,12 +121,12 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore', () => {
   });
 
   it('answers 503 service_unavailable when the database is unreachable, and a clear error when the function is missing', async () => {
-    const away = postgresRateLimitStore({ pool: connectPool({ connectionString: 'postgres://postgres@127.0.0.1:1/postgres' }) });
+    const away = postgresRateLimitStore({ pool: connectPool({ connectionString: 'postgres://postgres@127.0.0.1:1/postgres' }), callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     await expect(away.consume('key:x', req(minuteAndDay(1, 1), T0))).rejects.toMatchObject({
       code: 'service_unavailable',
       retryAfterSeconds: 5,
     });
-    const unmigrated = postgresRateLimitStore({ pool: connectPool(), schema: uniqueSchema('missing') });
+    const unmigrated = postgresRateLimitStore({ pool: connectPool(), schema: uniqueSchema('missing'), callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const missing = await unmigrated.consume('key:x', req(minuteAndDay(1, 1), T0)).catch((error: unknown) => error);
     expect(isPetstoreError(missing)).toBe(false);
     expect((missing as Error).message).toMatch(/run migratePostgres/);
@@ -157,7 +157,7 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore: the consumes of one turn 
 
   it('sends the consumes of one turn as one statement, at most MAX_CONSUMES_PER_STATEMENT each, decided in arrival order', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const store = postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const statements = countStatements(pool);
     const minute: RateLimitWindow[] = [{ name: 'minute', limit: 50, windowMs: MINUTE_MS }];
     // 70 consumes started in one turn: three statements (32, 32, 6), the keys interleaved, the costs differing.
@@ -203,7 +203,7 @@ BEGIN
   RETURN NEW;
 END $$;
 CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON ${table} FOR EACH ROW EXECUTE FUNCTION "${schema}".refuse()`);
-    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const store = postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const statements = countStatements(pool);
     const minute: RateLimitWindow[] = [{ name: 'minute', limit: 10, windowMs: MINUTE_MS }];
     const outcomes = await Promise.allSettled([
@@ -241,7 +241,7 @@ CREATE TRIGGER log_statement AFTER INSERT OR UPDATE ON ${table} FOR EACH STATEME
       const { rows } = await pool.query<{ op: string }>(`DELETE FROM "${schema}".statements RETURNING op`);
       return { inserts: rows.filter((row) => row.op === 'INSERT').length, updates: rows.filter((row) => row.op === 'UPDATE').length };
     };
-    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const store = postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const windows = minuteAndDay(10, 100);
     const keys = Array.from({ length: 6 }, (_, i) => `key:${i}`);
     // Six new records in one statement: one INSERT locks them all (inserting each empty; its ON CONFLICT DO UPDATE
@@ -276,7 +276,7 @@ CREATE TRIGGER log_statement AFTER INSERT OR UPDATE ON ${table} FOR EACH STATEME
   it('never deadlocks: two instances sending the same records in opposite orders, at once, charge every consume exactly', async () => {
     const { schema } = await migratedSchema();
     const pools = [connectPool({ max: 4 }), connectPool({ max: 4 })];
-    const [forward, backward] = pools.map((pool) => postgresRateLimitStore({ pool, schema, time: 'request' }));
+    const [forward, backward] = pools.map((pool) => postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS }));
     const keys = Array.from({ length: 30 }, (_, i) => `key:${String(i).padStart(2, '0')}`);
     const minute: RateLimitWindow[] = [{ name: 'minute', limit: 1000, windowMs: MINUTE_MS }];
     const rounds = 4;
@@ -290,7 +290,7 @@ CREATE TRIGGER log_statement AFTER INSERT OR UPDATE ON ${table} FOR EACH STATEME
     }
     const results = await Promise.all(all);
     expect(results.every((result) => result.allowed)).toBe(true);
-    const check = postgresRateLimitStore({ pool: pools[0] as pg.Pool, schema, time: 'request' });
+    const check = postgresRateLimitStore({ pool: pools[0] as pg.Pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const used = await Promise.all(keys.map(async (key) => (await check.peek(key, T0)).windows[0]?.used));
     expect(used).toEqual(keys.map(() => 2 * rounds));
   });
@@ -409,7 +409,7 @@ describe.skipIf(skipPostgres)("postgresRateLimitStore: a consume's deadline", ()
 describe.skipIf(skipPostgres)('postgresRateLimitStore: keys that text cannot carry', () => {
   it('admits a good consume in the same statement as a key holding NUL, and keeps each key in a row of its own', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const store = postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const windows = minuteAndDay(5, 10);
     // One turn: one statement for both.
     const [bad, good] = await Promise.all([store.consume('anon:bad\0caller', req(windows, T0)), store.consume('anon:good', req(windows, T0))]);
@@ -423,7 +423,7 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore: keys that text cannot car
 
   it('keeps keys with lone surrogates, or U+FFFD, apart: they do not share a record', async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const store = postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const windows = minuteAndDay(5, 10);
     const keys = ['anon:\uD800', 'anon:\uDC00', 'anon:\uFFFD', 'anon:\uFFFDD800', 'anon:\uD83D\uDE00'];
     await Promise.all(keys.map((key) => store.consume(key, req(windows, T0))));
@@ -436,7 +436,7 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore: keys that text cannot car
 describe.skipIf(skipPostgres)('postgresRateLimitStore: a batched record', () => {
   it("takes its expiry from its last consume: a minute window's consume, then an hour window's, in one statement", async () => {
     const { pool, schema } = await migratedSchema();
-    const store = postgresRateLimitStore({ pool, schema, time: 'request' });
+    const store = postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const minute = [{ name: 'minute', limit: 5, windowMs: MINUTE_MS }];
     const hour = [{ name: 'hour', limit: 5, windowMs: 60 * MINUTE_MS }];
     const results = await Promise.all([store.consume('key:expiry', req(minute, T0)), store.consume('key:expiry', req(hour, T0 + 1))]);

@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import { describe, expect, it, vi } from 'vitest';
 import { apiKeyRedisKeys, redisApiKeyRecordStore } from './api-key-record-store.js';
 import { WATCH_HEARTBEAT_INTERVAL_MS, WATCH_HEARTBEAT_TIMEOUT_MS } from './api-key-watch.js';
-import { connectCluster, freezableProxy, redisCluster, skipCluster, track, uniquePrefix } from '../test-support/redis.js';
+import { connectCluster, freezableProxy, GUARD_CALL_TIMEOUT_MS, redisCluster, skipCluster, track, uniquePrefix } from '../test-support/redis.js';
 
 const digest = (label: string) => new Uint8Array(createHash('sha256').update(label).digest());
 const hexOf = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');
@@ -72,7 +72,7 @@ describe.skipIf(skipCluster)('redisApiKeyRecordStore on a 3-master Redis Cluster
 
   it('serves writes and reads from several Cluster clients and tells a watcher on another one', async () => {
     const keyPrefix = uniquePrefix('cluster');
-    const [first, second, third] = Array.from({ length: 3 }, () => redisApiKeyRecordStore({ client: connectCluster(), keyPrefix }));
+    const [first, second, third] = Array.from({ length: 3 }, () => redisApiKeyRecordStore({ client: connectCluster(), keyPrefix, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }));
     const heard = recorder();
     const watch = await third!.watch(heard.listener);
     await Promise.all(Array.from({ length: 30 }, (_, i) => (i % 2 ? first! : second!).create(record(`key_${String(i).padStart(2, '0')}`, i % 3 ? 'a' : 'b'))));
@@ -91,8 +91,8 @@ describe.skipIf(skipCluster)('redisApiKeyRecordStore on a 3-master Redis Cluster
   it('makes a new subscriber connection when its node connection is cut, tells onReconnect, and hears changes again', async () => {
     const keyPrefix = uniquePrefix('cluster');
     const name = `watcher-${randomUUID()}`;
-    const watcher = redisApiKeyRecordStore({ client: connectCluster({ redisOptions: { connectionName: name } }), keyPrefix });
-    const writer = redisApiKeyRecordStore({ client: connectCluster(), keyPrefix });
+    const watcher = redisApiKeyRecordStore({ client: connectCluster({ redisOptions: { connectionName: name } }), keyPrefix, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
+    const writer = redisApiKeyRecordStore({ client: connectCluster(), keyPrefix, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const heard = recorder();
     await watcher.watch(heard.listener);
     await writer.create(record('key_before'));

@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { apiKeyRedisKeys, redisApiKeyRecordStore, type RedisApiKeyRecordStore } from './api-key-record-store.js';
 import { digestsOfMessage, WATCH_HEARTBEAT_INTERVAL_MS, WATCH_HEARTBEAT_TIMEOUT_MS } from './api-key-watch.js';
-import { closedPort, connect, countCommands, freezableProxy, skipRedis, track, uniquePrefix } from '../test-support/redis.js';
+import { closedPort, connect, countCommands, freezableProxy, GUARD_CALL_TIMEOUT_MS, skipRedis, track, uniquePrefix } from '../test-support/redis.js';
 
 /** A SHA-256 digest made of `label` (the store never sees keys, only digests like this one). */
 const digest = (label: string) => new Uint8Array(createHash('sha256').update(label).digest());
@@ -378,7 +378,7 @@ describe.skipIf(skipRedis)('redisApiKeyRecordStore against Redis', () => {
     const heard = recorder();
     await reader.watch(heard.listener);
     // Same store prefix behind another client-level prefix: other keys, other channel.
-    const elsewhere = redisApiKeyRecordStore({ client: connect({ keyPrefix: `${keyPrefix}other:` }), keyPrefix });
+    const elsewhere = redisApiKeyRecordStore({ client: connect({ keyPrefix: `${keyPrefix}other:` }), keyPrefix, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     await elsewhere.create(record({ keyId: 'key_elsewhere' }));
     const mine = record();
     await newStore({ keyPrefix }).store.create(mine);
@@ -526,7 +526,7 @@ describe('redisApiKeyRecordStore when Redis fails', () => {
 
   it('throws service_unavailable with Retry-After from every call when Redis is unreachable', async () => {
     const client = track(new Redis({ port: await closedPort(), host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0 }));
-    const store: RedisApiKeyRecordStore = redisApiKeyRecordStore({ client });
+    const store: RedisApiKeyRecordStore = redisApiKeyRecordStore({ client, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const key = record();
     for (const call of [
       () => store.create(key),

@@ -57,7 +57,7 @@ describe.skipIf(skipRedis)('redisCategoryStore against Redis', () => {
 
   it('gives parallel creates from several clients (processes) distinct ids', async () => {
     const keyPrefix = uniquePrefix();
-    const stores = Array.from({ length: 4 }, () => redisCategoryStore({ client: connect(), keyPrefix }));
+    const stores = Array.from({ length: 4 }, () => redisCategoryStore({ client: connect(), keyPrefix, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }));
     const created = await Promise.all(Array.from({ length: 100 }, (_, i) => stores[i % 4]!.create({ name: `c${i}` })));
     expect(new Set(created.map((category) => category.id)).size).toBe(100);
     expect((await stores[0]!.list()).length).toBe(100);
@@ -206,7 +206,7 @@ describe('redisCategoryStore when Redis fails', () => {
 
   it('throws service_unavailable with Retry-After when Redis is unreachable', async () => {
     const client = track(new Redis({ port: await closedPort(), host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0 }));
-    const store = redisCategoryStore({ client });
+    const store = redisCategoryStore({ client, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     for (const call of [() => store.list(), () => store.create({ name: 'Dogs' }), () => store.createIdempotent({ name: 'Dogs' }, idempotent('down'))]) {
       const failure = await call().catch((error: unknown) => error);
       expect(isPetstoreError(failure) && [failure.code, failure.status, failure.retryAfterSeconds]).toEqual([

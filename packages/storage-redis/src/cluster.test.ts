@@ -79,7 +79,7 @@ describe.skipIf(skipCluster)('the Redis stores on a 3-master Redis Cluster', () 
 
   it('spreads rate-limit keys over all three masters and counts each key exactly on every one', async () => {
     const client = connectCluster();
-    const store = redisRateLimitStore({ client, keyPrefix: uniquePrefix('cluster'), time: 'request' });
+    const store = redisRateLimitStore({ client, keyPrefix: uniquePrefix('cluster'), time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     // Twenty keys share a hash tag, hence a slot; the others spread.
     const keys = Array.from({ length: 300 }, (_, i) => (i < 20 ? `key:{team}:${i}` : `key:${i}`));
     // Script calls, counted at the client: the consumes of one turn go out in one call per hash slot. (The
@@ -114,7 +114,7 @@ describe.skipIf(skipCluster)('the Redis stores on a 3-master Redis Cluster', () 
 
   it('serves parallel category creates from several Cluster clients with distinct ids', async () => {
     const keyPrefix = uniquePrefix('cluster');
-    const stores = Array.from({ length: 3 }, () => redisCategoryStore({ client: connectCluster(), keyPrefix }));
+    const stores = Array.from({ length: 3 }, () => redisCategoryStore({ client: connectCluster(), keyPrefix, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }));
     const created = await Promise.all(Array.from({ length: 60 }, (_, i) => stores[i % 3]!.create({ name: `c${i}` })));
     expect(created.map((category) => category.id).sort((a, b) => a - b)).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
     for (const store of stores) expect((await store.list()).map((category) => category.name)).toHaveLength(60);
@@ -158,7 +158,7 @@ describe.skipIf(skipCluster)('the Redis stores on a 3-master Redis Cluster', () 
     const client = connectCluster();
     const plain = uniquePrefix('cluster');
     const keyPrefix = `${plain}{${plain}}:`;
-    const store = redisCategoryStore({ client, keyPrefix });
+    const store = redisCategoryStore({ client, keyPrefix, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
     const keys = categoryRedisKeys(keyPrefix);
     const request = { key: 'ab'.repeat(32), fingerprint: 'cd'.repeat(32), retentionMs: 60_000 };
     const admin = nodeClient(nodes[0]!);

@@ -818,7 +818,7 @@ describe('redisRateLimitStore when Redis fails', () => {
   it('rejects, with the client error as cause, when Redis is unreachable: consume, peek and reset', async () => {
     const client = track(new Redis({ port: await closedPort(), host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0 }));
     for (const time of ['server', 'request'] as const) {
-      const store = redisRateLimitStore({ client, time });
+      const store = redisRateLimitStore({ client, time, callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
       for (const call of [() => store.consume('key:x', at(T0, minuteAndDay(1, 1))), () => store.peek('key:x', T0), () => store.reset('key:x')]) {
         const failure = await call().then(
           () => undefined,
@@ -906,7 +906,7 @@ describe('redisRateLimitStore when Redis fails', () => {
 
   it("turns into the engine's fail-closed 503 with Retry-After", async () => {
     const client = track(new Redis({ port: await closedPort(), host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0 }));
-    const limiter = createRateLimiter({ store: redisRateLimitStore({ client }), clock: { now: () => T0 } });
+    const limiter = createRateLimiter({ store: redisRateLimitStore({ client, callTimeoutMs: GUARD_CALL_TIMEOUT_MS }), clock: { now: () => T0 } });
     const failure = await limiter.consume({ clientAddress: '192.0.2.1' }).catch((error: unknown) => error);
     expect(isPetstoreError(failure) && [failure.code, failure.retryAfterSeconds]).toEqual(['service_unavailable', 5]);
   });
