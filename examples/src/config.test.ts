@@ -31,6 +31,15 @@ describe('example configuration', () => {
     expect(() => readConfig({ PETSTORE_REDIS_FAILURE: 'maybe' })).toThrow('PETSTORE_REDIS_FAILURE must be');
   });
 
+  it('reads PETSTORE_CALL_TIMEOUT_MS, the stores\' deadline (default 500 ms), and refuses anything but positive whole ms', () => {
+    expect(readConfig({}).callTimeoutMs).toBe(500);
+    expect(readConfig({ PETSTORE_CALL_TIMEOUT_MS: '' }).callTimeoutMs).toBe(500);
+    expect(readConfig({ PETSTORE_CALL_TIMEOUT_MS: ' 2000 ' }).callTimeoutMs).toBe(2000);
+    for (const bad of ['0', '-1', '1.5', '2s', '1e3']) {
+      expect(() => readConfig({ PETSTORE_CALL_TIMEOUT_MS: bad }), bad).toThrow(`PETSTORE_CALL_TIMEOUT_MS must be a positive whole number of milliseconds, not "${bad}"`);
+    }
+  });
+
   it('reads PETSTORE_METRICS_PORT: unset means no metrics endpoint, anything but a port number is refused', () => {
     expect(readConfig({}).metricsPort).toBeUndefined();
     expect(readConfig({ PETSTORE_METRICS_PORT: '' }).metricsPort).toBeUndefined();

@@ -16,6 +16,8 @@
  * - `PETSTORE_STORE_FAILURE` (or its older name `PETSTORE_REDIS_FAILURE`): while the rate-limit store (Redis or
  *   PostgreSQL) is unreachable, `closed` (default) answers 503 with `Retry-After`, `open` lets requests proceed,
  *   limited per process.
+ * - `PETSTORE_CALL_TIMEOUT_MS` (default 500): how long a call to PostgreSQL or Redis may take before the request
+ *   gets the failure policy's answer (the stores' `callTimeoutMs`).
  * - `PETSTORE_STANDARD_HEADERS=1`: also send the draft-standard `RateLimit` / `RateLimit-Policy` headers.
  * - `PETSTORE_OPERATION_COSTS`: units each operation charges to the rate limit, comma-separated `name=units`
  *   (e.g. `createCategory=5,listCategories=1`); names are the operationIds and `guard`; unnamed ones cost 1.
@@ -57,6 +59,14 @@ export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
  */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
+/**
+ * Default of `PETSTORE_CALL_TIMEOUT_MS`, in ms: the `callTimeoutMs` of the PostgreSQL and Redis stores. Half the
+ * stores' own default (1,000 ms): a store call on a healthy network answers in a few ms, and a request should
+ * get the failure policy's answer (503 with `Retry-After`, or fail-open) soon rather than wait on a store that
+ * has stopped answering.
+ */
+export const DEFAULT_CALL_TIMEOUT_MS = 500;
+
 /** Default of `PETSTORE_METRICS_HOST`: loopback, so the metrics are not on the network unless asked. */
 export const DEFAULT_METRICS_HOST = '127.0.0.1';
 
@@ -72,6 +82,8 @@ export interface ExampleConfig {
   redisUrl: string | undefined;
   /** Policy while the rate-limit store is unreachable. */
   storeFailure: 'fail-closed' | 'fail-open';
+  /** `callTimeoutMs` of every PostgreSQL and Redis store: most ms a store call may take. */
+  callTimeoutMs: number;
   /** Send the draft-standard RateLimit headers too. */
   standardHeaders: boolean;
   /** Units per operation (`rateLimit.cost` of `createPetstore`) from `PETSTORE_OPERATION_COSTS`; `undefined` when unset. */
@@ -109,7 +121,7 @@ export interface RateLimitAlgorithms {
 /**
  * Reads the configuration. Error messages name the variable (and the position of a bad API key entry, never
  * the key itself).
- * @throws Error on a bad `PORT`, `PETSTORE_API_KEYS`, `PETSTORE_STORE_FAILURE`, `HEADERS_TIMEOUT_MS`,
+ * @throws Error on a bad `PORT`, `PETSTORE_API_KEYS`, `PETSTORE_STORE_FAILURE`, `PETSTORE_CALL_TIMEOUT_MS`, `HEADERS_TIMEOUT_MS`,
  *   `REQUEST_TIMEOUT_MS`, `PETSTORE_PUBLIC_URL`, `PETSTORE_STAGING_URL`, `PETSTORE_OPERATION_COSTS`,
  *   `PETSTORE_RATE_LIMIT_ALGORITHM` or `PETSTORE_METRICS_PORT`.
  */
@@ -122,6 +134,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig 
   const failureVariable = env['PETSTORE_STORE_FAILURE'] !== undefined ? 'PETSTORE_STORE_FAILURE' : 'PETSTORE_REDIS_FAILURE';
   const failure = env[failureVariable]?.trim() || 'closed';
   if (failure !== 'closed' && failure !== 'open') throw new Error(`${failureVariable} must be "closed" or "open"`);
+  const callTimeoutMs = positiveMs(env, 'PETSTORE_CALL_TIMEOUT_MS', DEFAULT_CALL_TIMEOUT_MS);
   const headersTimeoutMs = positiveMs(env, 'HEADERS_TIMEOUT_MS', DEFAULT_HEADERS_TIMEOUT_MS);
   const requestTimeoutMs = positiveMs(env, 'REQUEST_TIMEOUT_MS', DEFAULT_REQUEST_TIMEOUT_MS);
   if (headersTimeoutMs > requestTimeoutMs) {
@@ -135,6 +148,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): ExampleConfig 
     databaseUrl,
     redisUrl,
     storeFailure: failure === 'open' ? ('fail-open' as const) : ('fail-closed' as const),
+    callTimeoutMs,
     standardHeaders: env['PETSTORE_STANDARD_HEADERS'] === '1',
     operationCosts: env['PETSTORE_OPERATION_COSTS']?.trim() ? parseOperationCosts(env['PETSTORE_OPERATION_COSTS']) : undefined,
     rateLimitAlgorithms: env['PETSTORE_RATE_LIMIT_ALGORITHM']?.trim() ? parseRateLimitAlgorithms(env['PETSTORE_RATE_LIMIT_ALGORITHM']) : undefined,

@@ -140,9 +140,9 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
       await recordDeployment(deployment, { pool }).catch((error: unknown) => {
         throw new Error(`PETSTORE_DATABASE_URL: PostgreSQL at ${redactUrl(url)} failed at start-up: cannot record where this server keeps its data: ${describeError(error, { causes: false })}`, { cause: error });
       });
-      categories = postgresCategoryStore({ pool, callTimeoutMs: 500 });
-      store = postgresRateLimitStore({ pool, callTimeoutMs: 500 });
-      keyRecords = postgresApiKeyRecordStore({ pool, callTimeoutMs: 500 });
+      categories = postgresCategoryStore({ pool, callTimeoutMs: config.callTimeoutMs });
+      store = postgresRateLimitStore({ pool, callTimeoutMs: config.callTimeoutMs });
+      keyRecords = postgresApiKeyRecordStore({ pool, callTimeoutMs: config.callTimeoutMs });
     }
     if (config.redisUrl !== undefined) {
       const url = config.redisUrl;
@@ -169,9 +169,9 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
       await recordDeployment(deployment, { redis: client }).catch((error: unknown) => {
         throw new Error(`PETSTORE_REDIS_URL: Redis at ${redactUrl(url)} failed at start-up: cannot record where this server keeps its data: ${describeError(error, { causes: false })}`, { cause: error });
       });
-      categories ??= redisCategoryStore({ client, callTimeoutMs: 500 });
-      store = redisRateLimitStore({ client, callTimeoutMs: 500 });
-      keyRecords ??= redisApiKeyRecordStore({ client, callTimeoutMs: 500 });
+      categories ??= redisCategoryStore({ client, callTimeoutMs: config.callTimeoutMs });
+      store = redisRateLimitStore({ client, callTimeoutMs: config.callTimeoutMs });
+      keyRecords ??= redisApiKeyRecordStore({ client, callTimeoutMs: config.callTimeoutMs });
     }
   } catch (error) {
     await close();
@@ -199,7 +199,7 @@ export async function examplePetstore(config: ExampleConfig): Promise<ExamplePet
     managed = managedApiKeys({ store: keyRecords as ApiKeyRecordStore });
     // Listening for the store's notifications before the server takes requests: a key revoked from then on is
     // refused by this instance as soon as the revocation commits. When the first watch fails (its connection slow
-    // past callTimeoutMs on a busy database, say) the server starts anyway: the manager checks every key at the
+    // past PETSTORE_CALL_TIMEOUT_MS on a busy database, say) the server starts anyway: the manager checks every key at the
     // store until its retries (after 1 s, doubling) get the watch, so a revocation is still obeyed at once.
     await managed.ready().catch((error: unknown) => {
       // The store's own error (ready() wraps it in the API's 503 error, whose message is for HTTP clients).

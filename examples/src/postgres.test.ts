@@ -87,7 +87,7 @@ describe.skipIf(postgresUrl === null)('examples on PETSTORE_DATABASE_URL', () =>
   });
 
   it('starts when its first key-change watch times out, serves meanwhile and watches once a retry gets through', async () => {
-    // The server's stores give a call 500 ms; a busy database can take longer to open the LISTEN connection.
+    // The server's stores give a call PETSTORE_CALL_TIMEOUT_MS; a busy database can take longer to open the LISTEN connection.
     await checkStartWithStalledWatch('PostgreSQL', databaseUrl, READER_KEY);
   }, 60_000);
 

@@ -48,7 +48,7 @@ describe.skipIf(redisUrl === null)('examples on PETSTORE_REDIS_URL', () => {
   }, 60_000);
 
   it('starts when its first key-change watch times out, serves meanwhile and watches once a retry gets through', async () => {
-    // The server's stores give a call 500 ms; the watch's subscribe, on its own connection, gets no answer here.
+    // The server's stores give a call PETSTORE_CALL_TIMEOUT_MS; the watch's subscribe, on its own connection, gets no answer here.
     await checkStartWithStalledWatch('Redis', redisUrl ?? '', READER_KEY);
   }, 60_000);
 });

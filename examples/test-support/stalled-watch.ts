@@ -13,16 +13,18 @@ const backends = {
 
 /**
  * Starts the Fastify example on `url` through the proxy with `apiKey` (plan pro) and checks that it starts anyway,
- * prints the line naming the store's 500 ms deadline, answers a list request, prints that the watch is back once the
+ * prints the line naming the store's deadline (2 s here), answers a list request, prints that the watch is back once the
  * manager's retry (after 1 s) gets through, and exits 0 on SIGTERM.
  */
 export async function checkStartWithStalledWatch(backend: keyof typeof backends, url: string, apiKey: string): Promise<void> {
   const { variable, marker } = backends[backend];
   const proxy = await stallFirst(url, marker);
   try {
-    const server = await startExample('fastify-server.ts', { [variable]: proxy.url, PETSTORE_API_KEYS: `${apiKey}:pro` });
+    // The stalled watch is given up after this deadline; the list request below gets it too.
+    const env = { [variable]: proxy.url, PETSTORE_API_KEYS: `${apiKey}:pro`, PETSTORE_CALL_TIMEOUT_MS: '2000' };
+    const server = await startExample('fastify-server.ts', env);
     expect(server.output).toContain(
-      `[petstore] key-change watch not started (${backend} did not answer within callTimeoutMs (500 ms)); checking keys at the store until it starts\n`,
+      `[petstore] key-change watch not started (${backend} did not answer within callTimeoutMs (2000 ms)); checking keys at the store until it starts\n`,
     );
     const listed = await fetch(`${server.url}/v1/categories`, { headers: { authorization: `Bearer ${apiKey}` } });
     expect(listed.status).toBe(200);
