@@ -8,7 +8,8 @@
  * process pinned to core 0, autocannon in this process pinned to core 1; every round visits every server in turn,
  * every other round in reverse order (so the drift of a noisy machine, and what one server's load leaves to the next,
  * spread over all of them), and the table shows medians of the rounds and each server's lowest round (noise only adds
- * CPU time: of one commit against itself, 11 rounds, the medians came 9.4 % apart, the lowest rounds 1.8 %). The
+ * CPU time: of one commit against itself, 11 rounds, the medians came 9.4 % apart, the lowest rounds 1.8 %), then each
+ * petstore server's CPU over its base's, its peer's and bare's round by round (the median of those ratios). The
  * petstore servers run in both versions (`base:<name>`), the peer and bare servers once.
  *
  * Servers on Redis or PostgreSQL (`fastify-petstore-postgres`, …) get a throwaway redis-server or PostgreSQL
@@ -198,6 +199,23 @@ try {
     console.log(
       `| ${run.label} | ${Math.round(median(sample.rps))} | ${cpuOf(run.label).toFixed(2)} | ${versus} | ${lowestCpuOf(run.label).toFixed(2)} | ${lowestVersus} | ${sample.non2xx} |${roundTrips}${postgresCpuCell}`,
     );
+  }
+  // The rounds paired: a server's CPU in a round over another's in the same round (a few seconds apart), so that what
+  // the machine does for minutes (a neighbour's batch job, a CI run) divides out.
+  const pairs = runs.flatMap((run) => {
+    if (run.label.startsWith('base:') || !run.name.includes('petstore')) return [];
+    const framework = run.name.split('-')[0] as string;
+    return [`base:${run.name}`, `${framework}-peer`, `${framework}-bare`].filter((other) => samples.has(other)).map((other) => [run.label, other] as const);
+  });
+  if (pairs.length > 0) {
+    console.log('\nThe same rounds paired (server CPU per request of one over the other in each round):\n');
+    console.log('| servers | median of the rounds\' ratios | lowest | highest |');
+    console.log('|---|---:|---:|---:|');
+    for (const [label, other] of pairs) {
+      const theirs = (samples.get(other) as Sample).cpu;
+      const ratios = (samples.get(label) as Sample).cpu.map((cpu, index) => cpu / (theirs[index] as number));
+      console.log(`| ${label} ÷ ${other} | ${median(ratios).toFixed(3)}× | ${Math.min(...ratios).toFixed(3)}× | ${Math.max(...ratios).toFixed(3)}× |`);
+    }
   }
 } finally {
   // Servers first: their pools and clients close before the databases stop.
