@@ -6,7 +6,7 @@ export { assertWhole } from './assert-whole.js';
 export { hex } from './hex.js';
 export { cachePerPolicy } from './policy-cache.js';
 export { storedKeyText } from './stored-key-text.js';
-export { createTurnBatches } from './turn-batches.js';
+export { createTurnBatches, type TurnBatchesOptions } from './turn-batches.js';
 export { describeError } from './describe-error.js';
 export { inTransaction, type TransactionClient } from './in-transaction.js';
 export { redactSecrets, redactUrl } from './redact.js';

@@ -32,6 +32,66 @@ describe('createTurnBatches', () => {
   });
 });
 
+describe('createTurnBatches with holdWhileSending', () => {
+  it('holds a batch while a call is in flight, with the items of the turns after, and sends it once none is', async () => {
+    vi.useFakeTimers({ toFake: ['setImmediate'] });
+    const sent: string[][] = [];
+    const answers: Array<() => void> = [];
+    const add = createTurnBatches<string>(
+      3,
+      (batch) => {
+        sent.push(batch);
+        return new Promise<void>((resolve) => answers.push(resolve));
+      },
+      { holdWhileSending: true },
+    );
+    add('a');
+    vi.runAllTimers();
+    expect(sent).toEqual([['a']]);
+    // Two more turns while 'a' is in flight: held, as one batch.
+    add('b');
+    vi.runAllTimers();
+    add('c');
+    vi.runAllTimers();
+    expect(sent).toEqual([['a']]);
+    // A full batch goes at once all the same, and is waited for too.
+    for (const item of ['d', 'e', 'f']) add(item, 1);
+    expect(sent).toEqual([['a'], ['d', 'e', 'f']]);
+    answers[0]?.();
+    await Promise.resolve();
+    expect(sent).toHaveLength(2);
+    answers[1]?.();
+    await vi.waitFor(() => expect(sent).toEqual([['a'], ['d', 'e', 'f'], ['b', 'c']]));
+    // Nothing in flight once that is answered: the next turn's batch goes at its end.
+    answers[2]?.();
+    await Promise.resolve();
+    add('g');
+    vi.runAllTimers();
+    expect(sent.at(-1)).toEqual(['g']);
+  });
+
+  it('sends the held batch when the call in flight fails, too', async () => {
+    vi.useFakeTimers({ toFake: ['setImmediate'] });
+    const sent: string[][] = [];
+    let fail: (error: Error) => void = () => undefined;
+    const add = createTurnBatches<string>(
+      10,
+      (batch) => {
+        sent.push(batch);
+        return sent.length === 1 ? new Promise<void>((_, reject) => (fail = reject)) : Promise.resolve();
+      },
+      { holdWhileSending: true },
+    );
+    add('a');
+    vi.runAllTimers();
+    add('b');
+    vi.runAllTimers();
+    expect(sent).toEqual([['a']]);
+    fail(new Error('the store went away'));
+    await vi.waitFor(() => expect(sent).toEqual([['a'], ['b']]));
+  });
+});
+
 describe('cachePerPolicy', () => {
   it('builds a frozen pair once, an unfrozen one each time', () => {
     const build = vi.fn((windows: readonly { limit: number }[], ban: { durationMs: number } | undefined) => ({ windows, ban }));

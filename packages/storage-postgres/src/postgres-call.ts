@@ -131,7 +131,8 @@ const CANCEL_TIMEOUT_MS = 5000;
  * cancel never reaches a later statement. A connection that failed (not an error the server reported) is closed
  * rather than returned to the pool. Given a `Client` in place of a pool (a statement inside the host's transaction), the
  * statement runs on it and the deadline rejects without cancelling anything: the client may be running another of
- * the host's statements by then.
+ * the host's statements by then. `waitMs` (default `callTimeoutMs`) is what is left of the deadline for a call that
+ * has waited already (a consume held for the statement before it); the error still names `callTimeoutMs`.
  */
 export function runStatement<Row>(
   pool: Pool,
@@ -139,6 +140,7 @@ export function runStatement<Row>(
   callTimeoutMs: number,
   text: string,
   values: unknown[],
+  waitMs = callTimeoutMs,
 ): Promise<Row[]> {
   return new Promise<Row[]>((resolve, reject) => {
     let expired = false;
@@ -147,7 +149,7 @@ export function runStatement<Row>(
       expired = true;
       reject(storeUnavailable(store, new PostgresTimeoutError(callTimeoutMs)));
       cancelRunning?.();
-    }, callTimeoutMs);
+    }, waitMs);
     timer.unref();
     const query: QueryConfig = { name: statementName(text), text, values };
     if (!isPool(pool)) {

@@ -145,6 +145,16 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore', () => {
   });
 });
 
+/** The consume statements of the store in `schema` running in the server: each one's server process, and whether it waits for a lock. */
+async function consumesRunning(pool: pg.Pool, schema: string): Promise<Array<{ pid: number; waiting: boolean }>> {
+  const { rows } = await pool.query<{ pid: number; waiting: boolean }>(
+    `SELECT pid, wait_event_type IS NOT DISTINCT FROM 'Lock' AS waiting FROM pg_stat_activity
+     WHERE state = 'active' AND pid <> pg_backend_pid() AND position($1 in query) > 0`,
+    [`"${schema}"."petstore_rate_limits_consume_many"`],
+  );
+  return rows;
+}
+
 /** Resolves once `check` holds, asking again at each turn of the event loop (no timer: the tests may fake them). */
 async function until(check: () => Promise<boolean>): Promise<void> {
   while (!(await check())) await new Promise((resolve) => setImmediate(resolve));
@@ -167,8 +177,8 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore: the consumes of one turn 
     expect(statements.count).toBe(3);
     // Each key's consumes were charged one after another, each seeing the ones before: its admitted consumes' counts
     // form one chain (each the one before plus its cost), a refused one did not fit, and within a statement they were
-    // decided in the order they were made. (The three statements run on three connections at once: which of them
-    // takes a record first is up to PostgreSQL.)
+    // decided in the order they were made. (The two full statements run on two connections at once: which of them
+    // takes a record first is up to PostgreSQL; the six after them wait for both.)
     for (const key of ['key:a', 'key:b', 'key:c']) {
       const seen = keys.flatMap((candidate, i) => (candidate === key ? [{ i, cost: 1 + (i % 2), result: results[i] }] : []));
       const admitted = seen.filter(({ result }) => result?.allowed === true).sort((x, y) => (x.result?.windows[0]?.used ?? 0) - (y.result?.windows[0]?.used ?? 0));
@@ -189,6 +199,44 @@ describe.skipIf(skipPostgres)('postgresRateLimitStore: the consumes of one turn 
         expect(inStatement).toEqual([...inStatement].sort((x, y) => x - y));
       }
     }
+  });
+
+  it('holds the consumes of later turns while its statement runs, and sends them as one statement once it is answered', async () => {
+    const { pool, schema } = await migratedSchema();
+    const table = `"${schema}".petstore_rate_limits`;
+    const windows = minuteAndDay(5, 10);
+    // The store on a pool of its own, whose statements are counted; the lock holder on the other.
+    const storePool = connectPool({ max: 2 });
+    const store = postgresRateLimitStore({ pool: storePool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS });
+    await store.consume('key:locked', req(windows, T0));
+    const statements = countStatements(storePool);
+    const holder = await pool.connect();
+    const answered: string[] = [];
+    let first: Promise<unknown> = Promise.resolve();
+    try {
+      // Another transaction holds one record's row: the statement of the consume below waits for it in the server.
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM ${table} WHERE key = 'key:locked' FOR UPDATE`);
+      first = store.consume('key:locked', req(windows, T0 + 1)).then((result) => answered.push(`locked ${result.windows[0]?.used}`));
+      await until(async () => statements.count === 1);
+      // Two more turns, each with a consume of another record: held while that statement runs (not sent beside it).
+      const later = ['key:free', 'key:free'].map(async (key, i) => {
+        await new Promise((resolve) => setImmediate(resolve));
+        for (let turn = 0; turn < i; turn++) await new Promise((resolve) => setImmediate(resolve));
+        const result = await store.consume(key, req(windows, T0 + 2 + i));
+        answered.push(`free ${result.windows[0]?.used}`);
+      });
+      for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+      expect(statements.count).toBe(1);
+      expect(answered).toEqual([]);
+      await holder.query('ROLLBACK');
+      await Promise.all([first, ...later]);
+    } finally {
+      holder.release();
+    }
+    // The held consumes went together, after the first was answered, in the order they were made.
+    expect(statements.count).toBe(2);
+    expect(answered).toEqual(['locked 2', 'free 1', 'free 2']);
   });
 
   it('fails a failing consume alone: the others of its statement, also of its record, are decided as if it had not come', async () => {
@@ -305,15 +353,7 @@ CREATE TRIGGER log_statement AFTER INSERT OR UPDATE ON ${table} FOR EACH STATEME
     // starts past it at once, without waiting for the lock (a new connection on a busy machine can take 200 ms to
     // get there). The store's own timer is faked and advanced below.
     const store = postgresRateLimitStore({ pool: storePool, schema, time: 'request', callTimeoutMs: 30_000 });
-    /** The store's consume statements running in the server: whether each waits for a lock. */
-    const running = async () =>
-      (
-        await pool.query<{ waiting: boolean }>(
-          `SELECT wait_event_type IS NOT DISTINCT FROM 'Lock' AS waiting FROM pg_stat_activity
-           WHERE state = 'active' AND pid <> pg_backend_pid() AND position($1 in query) > 0`,
-          [`"${schema}"."petstore_rate_limits_consume_many"`],
-        )
-      ).rows;
+    const running = () => consumesRunning(pool, schema);
     const holder = await pool.connect();
     try {
       // Another transaction holds the record's row, as a long transaction of the host's would.
@@ -385,6 +425,49 @@ describe.skipIf(skipPostgres)("postgresRateLimitStore: a consume's deadline", ()
       ['minute', 1],
       ['day', 1],
     ]);
+  });
+
+  it('gives a consume held behind a running statement its own callTimeoutMs, counted from when it was made', async () => {
+    const { pool, schema } = await migratedSchema();
+    const table = `"${schema}".petstore_rate_limits`;
+    const windows = minuteAndDay(5, 10);
+    await postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS }).consume('key:locked', req(windows, T0));
+    // Deadlines far off in real time (the statements carry them to the server); the store's timers and clock are
+    // faked and moved below.
+    const store = postgresRateLimitStore({ pool: connectPool({ max: 2 }), schema, time: 'request', callTimeoutMs: 30_000 });
+    const outcome = (promise: Promise<unknown>) => promise.then(() => 'answered', (error: unknown) => error);
+    const holder = await pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM ${table} WHERE key = 'key:locked' FOR UPDATE`);
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+      const first = outcome(store.consume('key:locked', req(windows, T0 + 1)));
+      await until(async () => (await consumesRunning(pool, schema)).some((statement) => statement.waiting));
+      const [{ pid: firstPid }] = (await consumesRunning(pool, schema)) as [{ pid: number }];
+      // 10 s later, a second consume: held while the first's statement waits for the row.
+      await vi.advanceTimersByTimeAsync(10_000);
+      let second: unknown = 'waiting';
+      const secondSettled = outcome(store.consume('key:locked', req(windows, T0 + 2))).then((result) => (second = result));
+      // The first gives up 30 s after it was made; the second is sent then, with the 10 s it has left.
+      await vi.advanceTimersByTimeAsync(20_000);
+      expect(await first).toMatchObject({ code: 'service_unavailable' });
+      await until(async () => (await consumesRunning(pool, schema)).some((statement) => statement.pid !== firstPid && statement.waiting));
+      await vi.advanceTimersByTimeAsync(9_999);
+      expect(second).toBe('waiting');
+      await vi.advanceTimersByTimeAsync(1);
+      await secondSettled;
+      expect(second).toMatchObject({ code: 'service_unavailable' });
+      expect((second as Error).cause).toBeInstanceOf(PostgresTimeoutError);
+      vi.useRealTimers();
+      await until(async () => (await consumesRunning(pool, schema)).length === 0);
+    } finally {
+      vi.useRealTimers();
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    // Neither was charged.
+    const next = await postgresRateLimitStore({ pool, schema, time: 'request', callTimeoutMs: GUARD_CALL_TIMEOUT_MS }).consume('key:locked', req(windows, T0 + 3));
+    expect(next.windows.map((window) => window.used)).toEqual([2, 2]);
   });
 
   it('sends a statement once more when the database answers that its deadline passed while the caller still waits (clocks that disagree)', async () => {
