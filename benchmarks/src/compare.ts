@@ -208,13 +208,20 @@ try {
     return [`base:${run.name}`, `${framework}-peer`, `${framework}-bare`].filter((other) => samples.has(other)).map((other) => [run.label, other] as const);
   });
   if (pairs.length > 0) {
-    console.log('\nThe same rounds paired (server CPU per request of one over the other in each round):\n');
-    console.log('| servers | median of the rounds\' ratios | lowest | highest |');
-    console.log('|---|---:|---:|---:|');
+    console.log('\nThe same rounds paired (server CPU per request of one over the other in each round; PostgreSQL\'s too where both use it):\n');
+    console.log(`| servers | median of the rounds' ratios | lowest | highest |${withPostgresCpu ? ' PostgreSQL CPU: median of the rounds\' ratios |' : ''}`);
+    console.log(`|---|---:|---:|---:|${withPostgresCpu ? '---:|' : ''}`);
+    /** Each round's figure of `label` over that of `other`. */
+    const ratiosOf = (label: string, other: string, figure: 'cpu' | 'postgresCpu') => {
+      const theirs = (samples.get(other) as Sample)[figure];
+      return (samples.get(label) as Sample)[figure].map((value, index) => value / (theirs[index] as number));
+    };
     for (const [label, other] of pairs) {
-      const theirs = (samples.get(other) as Sample).cpu;
-      const ratios = (samples.get(label) as Sample).cpu.map((cpu, index) => cpu / (theirs[index] as number));
-      console.log(`| ${label} ÷ ${other} | ${median(ratios).toFixed(3)}× | ${Math.min(...ratios).toFixed(3)}× | ${Math.max(...ratios).toFixed(3)}× |`);
+      const ratios = ratiosOf(label, other, 'cpu');
+      const postgresRatios = ratiosOf(label, other, 'postgresCpu');
+      const bothUsePostgres = [label, other].every((server) => serverNeeds(server.replace(/^base:/, '') as ServerName).postgres);
+      const postgresCell = !withPostgresCpu ? '' : bothUsePostgres && postgresRatios.length === rounds ? ` ${median(postgresRatios).toFixed(3)}× |` : ' — |';
+      console.log(`| ${label} ÷ ${other} | ${median(ratios).toFixed(3)}× | ${Math.min(...ratios).toFixed(3)}× | ${Math.max(...ratios).toFixed(3)}× |${postgresCell}`);
     }
   }
 } finally {
