@@ -27,7 +27,7 @@ const BUDGET_HEADING = '## Budget';
 /** How the Budget lines of each section begin: the lines a section measured again replaces. */
 export const BUDGET_PREFIXES: Record<SectionKey, readonly string[]> = {
   http: ['- Fastify adapter', '- Express adapter', '- Redis: '],
-  backends: ['- Managed keys', '- Flood'],
+  backends: ['- Managed keys', '- Flood', '- PostgreSQL categories', '- Redis categories'],
   scaleout: ['- Redis CPU per request', '- Throughput with K', "- A banned key's"],
   script: [],
   algorithms: [],

@@ -258,6 +258,16 @@ function renderReport({ http, backends, scaleOut, script, algorithms, core, memo
       sameServersLine(rows, http?.rows),
       '',
     );
+    // The stores' lists and consumes per event-loop turn: categories and rate limits both in the database.
+    const allPostgres = rows.find((row) => row.name === 'fastify-petstore-postgres');
+    if (allPostgres?.postgresStatementsPerRequest !== undefined) {
+      const share = allPostgres.requestsPerSecond / memoryRps;
+      const statements = allPostgres.postgresStatementsPerRequest;
+      budget.push(`- PostgreSQL categories + limits ≥ 0.5× the memory server's req/s: ${ratio(share)} — ${verdict(share >= 0.5)}`);
+      budget.push(`- PostgreSQL categories + limits ≤ 0.2 statements per request: ${statements.toFixed(3)} — ${verdict(statements <= 0.2)}`);
+    }
+    const allRedis = rows.find((row) => row.name === 'fastify-petstore-redis-all')?.redisCommandsPerRequest;
+    if (allRedis !== undefined) budget.push(`- Redis categories + limits ≤ 0.2 commands per request: ${allRedis.toFixed(3)} — ${verdict(allRedis <= 0.2)}`);
     if (managed.length > 0 || staticMany !== undefined) {
       lines.push(
         `API keys at scale: the memory server (categories and rate limits in memory) authenticating with 1,000 static keys (\`staticApiKeys\`, \`fastify-petstore-static-1000\`) or with 1,000 managed keys (\`managedApiKeys\` with its default cache: 10,000 known and 10,000 unknown keys, 30 s and 10 s) over a Redis (\`redisApiKeyRecordStore\`) or PostgreSQL (\`postgresApiKeyRecordStore\`, the same pool as above) record store, which the managed keys were issued into before the servers started, each key of its own account. Each autocannon connection sends the 1,000 keys in turn, one after another (autocannon's \`requests\`), so each round spreads its requests evenly over them. A server's rounds are further apart than the cache's 30 s TTL, so before each round (not measured) every key is sent once: each round starts with the cache warm, as on a server under steady load. "Record lookups" are the calls of the record store's \`findByDigest\`, counted by a wrapper of the store in the server, over the measured rounds; Redis commands and PostgreSQL statements are counted as above. Target: managed keys within 10 % of static keys in server CPU per request.`,
