@@ -9,7 +9,7 @@ describe('createTurnBatches', () => {
   it('sends the items of one turn as one batch per group, at the end of the turn', () => {
     vi.useFakeTimers({ toFake: ['setImmediate'] });
     const sent: string[][] = [];
-    const add = createTurnBatches<string>(10, (batch) => sent.push(batch));
+    const add = createTurnBatches<string>(10, (batch) => void sent.push(batch));
     add('a');
     add('b', 7);
     add('c');
@@ -24,7 +24,7 @@ describe('createTurnBatches', () => {
   it('sends a full batch at once and the rest at the end of the turn', () => {
     vi.useFakeTimers({ toFake: ['setImmediate'] });
     const sent: number[][] = [];
-    const add = createTurnBatches<number>(2, (batch) => sent.push(batch));
+    const add = createTurnBatches<number>(2, (batch) => void sent.push(batch));
     for (const item of [1, 2, 3]) add(item);
     expect(sent).toEqual([[1, 2]]);
     vi.runAllTimers();

@@ -443,7 +443,8 @@ describe.skipIf(skipPostgres)("postgresRateLimitStore: a consume's deadline", ()
       vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
       const first = outcome(store.consume('key:locked', req(windows, T0 + 1)));
       await until(async () => (await consumesRunning(pool, schema)).some((statement) => statement.waiting));
-      const [{ pid: firstPid }] = (await consumesRunning(pool, schema)) as [{ pid: number }];
+      const firstPid = (await consumesRunning(pool, schema))[0]?.pid;
+      expect(firstPid).toEqual(expect.any(Number));
       // 10 s later, a second consume: held while the first's statement waits for the row.
       await vi.advanceTimersByTimeAsync(10_000);
       let second: unknown = 'waiting';
