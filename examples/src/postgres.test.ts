@@ -23,7 +23,8 @@ const API_KEYS = `${LIMITED_KEY}:enterprise:1000:10,${READER_KEY}:pro`;
 
 /**
  * `url` with Redis database `index`: the mixed server records there that its keys are in PostgreSQL, which a
- * `petstore` command of another test file given the shared Redis alone must not read.
+ * `petstore` command of another test file given the shared Redis alone must not read. The CLI's test files use
+ * databases 11 (keys purge: a record here made its commands refuse), 13 and 14; this file 12.
  */
 function redisDatabase(url: string, index: number): string {
   const withIndex = new URL(url);
@@ -97,7 +98,7 @@ describe.skipIf(postgresUrl === null)('examples on PETSTORE_DATABASE_URL', () =>
       const key = `mixed-${run}`;
       const server = await startExample('fastify-server.ts', {
         PETSTORE_DATABASE_URL: databaseUrl,
-        PETSTORE_REDIS_URL: redisDatabase(redisUrl, 11),
+        PETSTORE_REDIS_URL: redisDatabase(redisUrl, 12),
         PETSTORE_API_KEYS: `${key}:enterprise:1000:2,${READER_KEY}:pro`,
       });
       expect(server.output).toContain('PostgreSQL storage for categories');
