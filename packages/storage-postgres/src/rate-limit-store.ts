@@ -201,9 +201,9 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
   /**
    * The consumes started in this turn of the event loop, sent at its end (or once there are enough); while a
    * statement of this store runs, they wait for it, with those of the turns after, and go as one statement then, so
-   * they do not queue on each other's row locks in the server (sleeping, and waking the next). Measured gain, four
-   * interleaved `npm run bench:compare` runs of the categories + limits server (one hot row): PostgreSQL's CPU per
-   * request 0.72–0.95× (0.80× in the median run).
+   * they do not queue on each other's row locks in the server (sleeping, and waking the next). Measured gain, five
+   * interleaved runs against the commit before, of the categories + limits server (one hot row): PostgreSQL's CPU
+   * per request 0.72–0.95× (0.80× in the median run).
    */
   const addToBatch = createTurnBatches<Pending>(MAX_CONSUMES_PER_STATEMENT, (batch) => send(batch), { holdWhileSending: true });
 
