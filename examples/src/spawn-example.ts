@@ -17,7 +17,7 @@ const running: ChildProcess[] = [];
  * a measurement. The servers' default, 500 ms, is sometimes too short on a busy CI machine for store calls the
  * tests need answered (a list after creates on two servers got a 503); the tests about that deadline set it.
  */
-export const GUARD_CALL_TIMEOUT_MS = 20_000;
+const GUARD_CALL_TIMEOUT_MS = 20_000;
 
 /** How a process ended: its exit code, or the signal that ended it. */
 export interface ProcessEnd {
