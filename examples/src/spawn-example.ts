@@ -7,17 +7,12 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { GUARD_CALL_TIMEOUT_MS } from '../../packages/core/test-support/call-timeout.js';
 
 const examplesDir = fileURLToPath(new URL('..', import.meta.url));
 const repositoryDir = fileURLToPath(new URL('../..', import.meta.url));
 const running: ChildProcess[] = [];
 
-/**
- * `PETSTORE_CALL_TIMEOUT_MS` of the servers started here unless a test sets its own: a guard against a hang, not
- * a measurement. The servers' default, 500 ms, is sometimes too short on a busy CI machine for store calls the
- * tests need answered (a list after creates on two servers got a 503); the tests about that deadline set it.
- */
-const GUARD_CALL_TIMEOUT_MS = 20_000;
 
 /** How a process ended: its exit code, or the signal that ended it. */
 export interface ProcessEnd {
@@ -63,6 +58,8 @@ export function stopExamples(): void {
 function spawnExample(script: string, env: Record<string, string>): ChildProcess {
   const child = spawn(process.execPath, [`dist/${script.replace(/\.ts$/, '.js')}`], {
     cwd: examplesDir,
+    // The servers' own store deadline (500 ms) has been outlasted on a busy CI machine (a list after creates on two
+    // servers got a 503): the guard, unless a test sets its own (those about that deadline do).
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', PETSTORE_CALL_TIMEOUT_MS: String(GUARD_CALL_TIMEOUT_MS), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -12,7 +12,7 @@ import { memoryRateLimitStore } from '@petstore/storage-memory';
 import { migratePostgres, postgresCategoryStore, postgresRateLimitStore } from '@petstore/storage-postgres';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { GUARD_CALL_TIMEOUT_MS } from './call-timeout.js';
+import { GUARD_CALL_TIMEOUT_MS } from '../../../packages/core/test-support/call-timeout.js';
 
 const postgresUrl = inject('postgresUrl');
 const WRITER = 'list-after-create-key';

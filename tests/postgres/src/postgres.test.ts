@@ -12,7 +12,7 @@ import pg from 'pg';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { call, servePetstore, type Answer, type Instance } from '../../redis/src/serve.js';
-import { GUARD_CALL_TIMEOUT_MS } from './call-timeout.js';
+import { GUARD_CALL_TIMEOUT_MS } from '../../../packages/core/test-support/call-timeout.js';
 
 /** The run's PostgreSQL (scripts/test-servers.ts), `null` when its tests are skipped. */
 const postgresUrl = inject('postgresUrl');
