@@ -208,13 +208,14 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
   const addToBatch = createTurnBatches<Pending>(MAX_CONSUMES_PER_STATEMENT, (batch) => send(batch), { holdWhileSending: true });
 
   /**
-   * Sends `batch`, whose callers give up at `deadlineAtMs` (this process's clock, Unix epoch ms; its first consume's,
-   * the earliest), with that deadline on the database's clock (from the offset the last reply showed: it errs only
-   * early, by the reply's travel). A batch the database finds expired while this process still waits (the clocks
-   * disagreed: the first call, a host clock that jumped, a blocked event loop) is sent once more (`retried`), within
-   * the time left. Settles once the batch is answered (never rejects).
+   * Sends `batch`, whose callers give up at its first consume's `deadlineAtMs` (the earliest), with that deadline on
+   * the database's clock (from the offset the last reply showed: it errs only early, by the reply's travel). A batch
+   * the database finds expired while this process still waits (the clocks disagreed: the first call, a host clock
+   * that jumped, a blocked event loop) is sent once more (`retried`), within the time left. Settles once the batch is
+   * answered (never rejects).
    */
-  function send(batch: Pending[], deadlineAtMs = (batch[0] as Pending).deadlineAtMs, retried = false): Promise<void> {
+  function send(batch: Pending[], retried = false): Promise<void> {
+    const { deadlineAtMs } = batch[0] as Pending;
     const policyNumbers = new Map<Policy, number>();
     const windowFirst: number[] = [];
     const windowCount: number[] = [];
@@ -265,7 +266,7 @@ FROM (SELECT coalesce($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 
         if (rows[0]?.clock_ms != null) offsetMs = Number(rows[0].clock_ms) - receivedAtMs;
         const expired = rows.length > 0 && rows.every((row) => row.error_code === DEADLINE_PASSED);
         if (expired && !retried && receivedAtMs < deadlineAtMs) {
-          return send(batch, deadlineAtMs, true);
+          return send(batch, true);
         }
         for (const row of rows) batch[row.ordinal - 1]?.resolve(row);
         // Never a consume left waiting (a settled one ignores this): a reply short of rows is the function's fault.
