@@ -186,7 +186,7 @@ function readMetricsPort(env: NodeJS.ProcessEnv): number | undefined {
  * A whole number of milliseconds > 0 from `env[name]`, or `fallback` when it is unset or empty.
  * @throws Error naming the variable when it is anything else
  */
-function positiveMs(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+export function positiveMs(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   const text = env[name]?.trim();
   if (!text) return fallback;
   const ms = /^\d+$/.test(text) ? Number(text) : Number.NaN;

@@ -15,12 +15,14 @@ import {
 } from './shutdown.js';
 
 describe('readShutdownTimeoutMs', () => {
-  it('reads SHUTDOWN_TIMEOUT_MS in ms, 10 s when unset, and rejects anything but a positive integer', () => {
+  it('reads SHUTDOWN_TIMEOUT_MS in ms, 10 s when unset or empty, and refuses anything but positive whole ms', () => {
     expect(readShutdownTimeoutMs({})).toBe(DEFAULT_SHUTDOWN_TIMEOUT_MS);
+    expect(readShutdownTimeoutMs({ SHUTDOWN_TIMEOUT_MS: '' })).toBe(DEFAULT_SHUTDOWN_TIMEOUT_MS);
     expect(DEFAULT_SHUTDOWN_TIMEOUT_MS).toBe(10_000);
     expect(readShutdownTimeoutMs({ SHUTDOWN_TIMEOUT_MS: ' 250 ' })).toBe(250);
-    for (const bad of ['0', '-5', '1.5', 'soon']) {
-      expect(() => readShutdownTimeoutMs({ SHUTDOWN_TIMEOUT_MS: bad })).toThrow('SHUTDOWN_TIMEOUT_MS must be a positive integer');
+    // '1e3' and '0x10' are numbers to Number() but not what an operator means by milliseconds.
+    for (const bad of ['0', '-5', '1.5', 'soon', '1e3', '0x10']) {
+      expect(() => readShutdownTimeoutMs({ SHUTDOWN_TIMEOUT_MS: bad }), bad).toThrow(`SHUTDOWN_TIMEOUT_MS must be a positive whole number of milliseconds, not "${bad}"`);
     }
   });
 });

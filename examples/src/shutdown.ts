@@ -5,6 +5,7 @@
  * without having finished, exits 1 at once.
  */
 import type { Server, ServerResponse } from 'node:http';
+import { positiveMs } from './config.js';
 
 /** Default of `SHUTDOWN_TIMEOUT_MS`: how long a shutdown may wait for requests in flight, in ms. */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000;
@@ -17,15 +18,11 @@ export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000;
 export const REPEATED_SIGNAL_MS = 500;
 
 /**
- * Reads `SHUTDOWN_TIMEOUT_MS` (default 10,000 ms).
- * @throws Error when it is set but not a positive integer.
+ * Reads `SHUTDOWN_TIMEOUT_MS` (default 10,000 ms), as the other `*_MS` variables are read.
+ * @throws Error naming the variable when it is set but not a positive whole number of milliseconds.
  */
 export function readShutdownTimeoutMs(env: NodeJS.ProcessEnv = process.env): number {
-  const text = env['SHUTDOWN_TIMEOUT_MS']?.trim();
-  if (!text) return DEFAULT_SHUTDOWN_TIMEOUT_MS;
-  const timeoutMs = Number(text);
-  if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) throw new Error('SHUTDOWN_TIMEOUT_MS must be a positive integer (ms)');
-  return timeoutMs;
+  return positiveMs(env, 'SHUTDOWN_TIMEOUT_MS', DEFAULT_SHUTDOWN_TIMEOUT_MS);
 }
 
 /** The requests a Node HTTP server is answering, and how to close it without cutting them short. */
