@@ -13,7 +13,6 @@ const examplesDir = fileURLToPath(new URL('..', import.meta.url));
 const repositoryDir = fileURLToPath(new URL('../..', import.meta.url));
 const running: ChildProcess[] = [];
 
-
 /** How a process ended: its exit code, or the signal that ended it. */
 export interface ProcessEnd {
   code: number | null;
