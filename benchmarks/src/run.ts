@@ -221,6 +221,16 @@ function renderReport({ http, backends, scaleOut, script, algorithms, core, memo
       `- Redis: at most one round trip per admitted request: ${redisRows.filter((row) => row.name.includes('petstore')).map((row) => `${row.name} ${(row.redisCommandsPerRequest as number).toFixed(3)}`).join(', ')} — ${verdict(redisRows.filter((row) => row.name.includes('petstore')).every((row) => (row.redisCommandsPerRequest as number) <= 1.005))}`,
       `- Redis: above @fastify/rate-limit's Redis store: fastify ${ratio(rps('fastify-petstore-redis') / rps('fastify-peer-redis'))} — ${verdict(rps('fastify-petstore-redis') > rps('fastify-peer-redis'))}`,
     );
+    // Server CPU per request (median rounds): what decides the servers' cost where autocannon's core, not the
+    // server, bounds req/s.
+    const cpuOf = (name: HttpRow['name']) => by.get(name)?.cpuMicrosPerRequest ?? Number.NaN;
+    const cpuLine = (text: string, ours: HttpRow['name'], other: HttpRow['name'], most: number) =>
+      `- ${text}: ${cpuOf(ours).toFixed(1)} vs ${cpuOf(other).toFixed(1)} µs, ${ratio(cpuOf(ours) / cpuOf(other))} — ${verdict(cpuOf(ours) <= most * cpuOf(other))}`;
+    budget.push(
+      cpuLine("Fastify adapter's server CPU per request at most the peer stack's", 'fastify-petstore', 'fastify-peer', 1),
+      cpuLine("Fastify adapter's server CPU per request at most 1.15× bare Fastify's", 'fastify-petstore', 'fastify-bare', 1.15),
+      cpuLine("Express adapter's server CPU per request below the peer stack's", 'express-petstore', 'express-peer', 1),
+    );
   }
   if (backends) {
     const { rows, settings: run, postgres } = backends;
@@ -380,6 +390,15 @@ function renderReport({ http, backends, scaleOut, script, algorithms, core, memo
       ...script.rows.map((row) => `| ${row.name} | ${script.depths.map((depth) => (row.microsPerConsume[depth] as number).toFixed(2)).join(' | ')} |`),
       '',
     );
+    const perConsume = (name: string) => script.rows.find((row) => row.name === name)?.microsPerConsume;
+    const fixed = perConsume('ours, one consume per call');
+    for (const algorithm of ['sliding', 'gcra'] as const) {
+      const own = perConsume(`ours, one consume per call, ${algorithm} windows`);
+      const ratios = script.depths.map((depth) => (own?.[depth] ?? Number.NaN) / (fixed?.[depth] ?? Number.NaN));
+      budget.push(
+        `- \`${algorithm}\` windows on Redis within 1.2× of fixed windows, redis-server CPU per consume (${script.depths.map((depth, index) => `P = ${depth}: ${ratio(ratios[index] as number)}`).join(', ')}) — ${verdict(ratios.every((value) => value <= 1.2))}`,
+      );
+    }
   }
   if (algorithms) {
     lines.push(
@@ -394,6 +413,12 @@ function renderReport({ http, backends, scaleOut, script, algorithms, core, memo
       lines.push(`| ${algorithm} | ${batch} | ${micros.toFixed(1)} | ${ratio(overFixed)} | ${ratio(low)}–${ratio(high)} | ${lowestMicros.toFixed(1)} | ${ratio(lowestOverFixed)} |`);
     }
     lines.push('');
+    for (const algorithm of ['sliding', 'gcra'] as const) {
+      const rows = algorithms.rows.filter((row) => row.algorithm === algorithm);
+      budget.push(
+        `- \`${algorithm}\` windows on PostgreSQL within 1.2× of fixed windows, PostgreSQL CPU per decision, median of the rounds' ratios (${rows.map((row) => `${row.batch} per statement: ${ratio(row.overFixed)}`).join(', ')}) — ${verdict(rows.every((row) => row.overFixed <= 1.2))}`,
+      );
+    }
   }
   if (core) {
     lines.push(
